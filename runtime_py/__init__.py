@@ -1,0 +1,1 @@
+"""NEE runtime: loads .nee bundles and runs them with numpy (never imports torch)."""

@@ -1,0 +1,79 @@
+"""``nee-run``: run a .nee bundle on .npy/.npz inputs and print or save the outputs."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+
+import click
+import numpy as np
+
+from runtime_py.errors import NeeError
+from runtime_py.program import Program
+
+
+@click.command()
+@click.argument("bundle", type=click.Path(dir_okay=False))
+@click.option("--input", "-i", "inputs", multiple=True, type=click.Path(exists=True),
+              help="An input .npy (one per program input, in order) or one .npz holding all.")
+@click.option("--random", "random_inputs", is_flag=True,
+              help="Use seeded random inputs of the bundle's shapes instead of files.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False),
+              help="Save the outputs to this .npz (keys are the output names).")
+@click.option("--profile", is_flag=True, help="Print a per-op time breakdown.")
+@click.option("--repeat", default=1, show_default=True, help="Runs to time (median reported).")
+def main(bundle: str, inputs: tuple[str, ...], random_inputs: bool, output: str | None,
+         profile: bool, repeat: int) -> None:
+    """Run BUNDLE with numpy kernels and print its outputs."""
+    try:
+        program = Program.load(bundle)
+        arrays = _random(program) if random_inputs else _read_inputs(inputs, program)
+        times = []
+        for _ in range(max(repeat, 1)):
+            start = time.perf_counter()
+            outputs = [o.copy() for o in program.run(*arrays)]
+            times.append(time.perf_counter() - start)
+    except NeeError as e:
+        raise click.ClickException(str(e)) from e
+    for spec, value in zip(program.outputs, outputs, strict=True):
+        click.echo(f"{spec}\n{np.array2string(value, threshold=20, precision=6)}")
+    click.echo(f"latency: median {statistics.median(times) * 1e3:.3f} ms over {len(times)} run(s)")
+    if output:
+        np.savez(output, **{s.name: v for s, v in zip(program.outputs, outputs, strict=True)})
+        click.echo(f"saved outputs to {output}")
+    if profile:
+        click.echo(format_profile(program.profile(*arrays)))
+
+
+def _read_inputs(paths: tuple[str, ...], program: Program) -> list[np.ndarray]:
+    if len(paths) == 1 and Path(paths[0]).suffix == ".npz":
+        with np.load(paths[0]) as npz:
+            missing = [s.name for s in program.inputs if s.name not in npz]
+            if missing:
+                raise click.ClickException(
+                    f"{paths[0]}: expected arrays named {[s.name for s in program.inputs]}, "
+                    f"found {list(npz.keys())}. Hint: save with np.savez(path, <name>=array)")
+            return [npz[s.name] for s in program.inputs]
+    return [np.load(p) for p in paths]
+
+
+def _random(program: Program) -> list[np.ndarray]:
+    rng = np.random.default_rng(0)
+    return [rng.standard_normal(s.shape).astype(s.dtype) for s in program.inputs]
+
+
+def format_profile(timings: list) -> str:
+    """Per-op totals (time, share, calls), slowest first, then the five slowest single calls."""
+    total = sum(t for _, t in timings) or 1e-12
+    per_op: dict[str, list[float]] = {}
+    for call, t in timings:
+        per_op.setdefault(call.op, []).append(t)
+    lines = [f"{'op':40s} {'ms':>9s} {'share':>7s} {'calls':>6s}"]
+    for op, ts in sorted(per_op.items(), key=lambda kv: -sum(kv[1])):
+        lines.append(f"{op:40s} {sum(ts) * 1e3:9.3f} {sum(ts) / total:7.1%} {len(ts):6d}")
+    lines.append(f"{'total':40s} {total * 1e3:9.3f}")
+    lines.append("slowest calls:")
+    for call, t in sorted(timings, key=lambda ct: -ct[1])[:5]:
+        lines.append(f"  {t * 1e3:8.3f} ms  {call.op}  {call.source}")
+    return "\n".join(lines)

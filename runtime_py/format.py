@@ -1,0 +1,22 @@
+"""Constants of the .nee file format shared by the writer (toolchain) and the reader (runtime)."""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+FILE_IDENTIFIER = b"NEE1"
+SEGMENT_ALIGNMENT = 64
+SIZE_PREFIX_BYTES = 4
+
+# DType enum value <-> numpy dtype name, in schemas/nee.fbs order.
+DTYPES = ("float32", "float64", "float16", "int64", "int32", "int16", "int8", "uint8", "bool")
+DTYPE_CODES = {name: code for code, name in enumerate(DTYPES)}
+
+
+def align(n: int, alignment: int = SEGMENT_ALIGNMENT) -> int:
+    """``n`` rounded up to a multiple of ``alignment``."""
+    return -(-n // alignment) * alignment
+
+
+def segment_base(flatbuffer_size: int) -> int:
+    """File offset where constant segments start, after the size-prefixed flatbuffer."""
+    return align(SIZE_PREFIX_BYTES + flatbuffer_size)

@@ -1,0 +1,42 @@
+"""numpy out-variant kernels: the registry the runtime executes and the spec of every op.
+
+Contract (every kernel follows it; tests in tests/kernels check each one against torch):
+
+- Key: the canonical name of the ATen *out-variant* overload, ``"aten::<op>.<overload>"``, e.g.
+  ``"aten::add.out"``, ``"aten::convolution.out"``, ``"aten::add.Scalar_out"``. NEE-specific fused
+  ops use the ``"nee::"`` namespace.
+- Call: ``fn(**args)`` with the argument names of that overload's schema (``self``, ``other``,
+  ``alpha``, ``out`` ...). Tensor args are numpy arrays (possibly non-contiguous or 0-stride
+  views); scalars are Python int/float/bool; int lists are tuples; optionals may be None; dtype
+  args are numpy dtype names ("float32"); memory_format/layout/device args are absent or None.
+  The out args (``out``, or ``out0``/``indices`` ... for multi-output ops) are pre-allocated,
+  C-contiguous arrays of the right shape and dtype; the kernel writes them in place and returns
+  nothing. It must not allocate an output-sized temporary where numpy's ``out=`` can avoid it.
+- ``Kernel.dtypes``: the output dtypes the kernel supports, checked at bundle load.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A registered kernel: the function and the output dtypes it supports."""
+
+    fn: Callable[..., None]
+    dtypes: frozenset[str]
+
+
+# Imported after Kernel: the kernel modules build their KERNELS dicts from it.
+from runtime_py.kernels import creation, elementwise, linalg, nn, reduce, shape  # noqa: E402
+
+KERNELS: dict[str, Kernel] = {
+    **elementwise.KERNELS,
+    **reduce.KERNELS,
+    **linalg.KERNELS,
+    **nn.KERNELS,
+    **shape.KERNELS,
+    **creation.KERNELS,
+}

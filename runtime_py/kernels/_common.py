@@ -1,0 +1,53 @@
+"""Helpers shared by the kernel modules: dtype sets and call wrappers."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+FLOAT = frozenset({"float32"})
+NUMERIC = frozenset({"float32", "int64"})
+ALL = frozenset({"float32", "int64", "bool"})
+BOOL = frozenset({"bool"})
+
+# Tensor-options arguments of factory/conversion ops: implied by the pre-allocated out array.
+_TENSOR_OPTIONS = frozenset({"dtype", "layout", "device", "pin_memory"})
+
+KernelFn = Callable[..., None]
+
+
+def quiet(fn: KernelFn) -> KernelFn:
+    """Run ``fn`` with numpy floating-point warnings off (torch yields inf/nan silently)."""
+
+    @functools.wraps(fn)
+    def wrapper(**kwargs: object) -> None:
+        with np.errstate(all="ignore"):
+            fn(**kwargs)
+
+    return wrapper
+
+
+def ignores_tensor_options(fn: KernelFn) -> KernelFn:
+    """Accept (and drop) dtype/layout/device/pin_memory args the out array already implies."""
+
+    @functools.wraps(fn)
+    def wrapper(**kwargs: object) -> None:
+        fn(**{k: v for k, v in kwargs.items() if k not in _TENSOR_OPTIONS})
+
+    return wrapper
+
+
+def reduce_axes(dim: Sequence[int] | int | None) -> tuple[int, ...] | None:
+    """ATen reduction dims -> numpy axis: None or empty means all dims."""
+    if dim is None:
+        return None
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    return dims or None
+
+
+def expand_param(value: Sequence[int] | int, n: int) -> tuple[int, ...]:
+    """Broadcast an ATen int-list param (``[k]`` or ``k``) to ``n`` spatial dims."""
+    vals = (value,) if isinstance(value, int) else tuple(value)
+    return vals * n if len(vals) == 1 else vals

@@ -1,0 +1,209 @@
+"""Load a .nee bundle: memory-map it, decode it and validate everything once.
+
+After ``load_bundle`` returns, the executor trusts the bundle and runs without checks.
+"""
+
+from __future__ import annotations
+
+import mmap
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from runtime_py.errors import BundleError, MissingKernelsError
+from runtime_py.fbs.Bundle import Bundle, BundleT
+from runtime_py.fbs.StorageKind import StorageKind
+from runtime_py.format import (
+    DTYPES,
+    FILE_IDENTIFIER,
+    SCHEMA_VERSION,
+    SEGMENT_ALIGNMENT,
+    SIZE_PREFIX_BYTES,
+    segment_base,
+)
+from runtime_py.kernels import KERNELS
+
+_DECODE_ERRORS = (IndexError, struct.error, ValueError, UnicodeDecodeError, TypeError,
+                  AttributeError, OverflowError)
+
+
+@dataclass(frozen=True)
+class LoadedBundle:
+    """A validated bundle: the decoded tables and the mapped file holding the constants."""
+
+    path: str
+    bundle: BundleT
+    data: mmap.mmap
+    segment_base: int
+
+
+def load_bundle(path: str | Path, *, check_kernels: bool = True) -> LoadedBundle:
+    """Map and fully validate ``path``; raise BundleError naming the first problem found.
+
+    ``check_kernels=False`` skips only the check that this runtime has every kernel (inspection).
+    """
+    path = str(path)
+    data = _map(path)
+    size = _check_header(path, data)
+    try:
+        bundle = BundleT.InitFromObj(Bundle.GetRootAs(data, SIZE_PREFIX_BYTES))
+    except _DECODE_ERRORS as e:
+        raise BundleError(path, "a well-formed NEE flatbuffer", f"corrupt data ({e})",
+                          "the file is damaged; export it again") from e
+    loaded = LoadedBundle(path, bundle, data, segment_base(size))
+    _validate(loaded, check_kernels)
+    return loaded
+
+
+def _map(path: str) -> mmap.mmap:
+    try:
+        with open(path, "rb") as f:
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except FileNotFoundError as e:
+        raise BundleError(path, "an existing .nee file", "no such file", "check the path") from e
+    except (OSError, ValueError) as e:  # ValueError: empty file cannot be mapped
+        raise BundleError(path, "a readable, non-empty .nee file", str(e) or "an empty file",
+                          "export the model again with nee-export") from e
+
+
+def _check_header(path: str, data: mmap.mmap) -> int:
+    if len(data) < 12:
+        raise BundleError(path, "a NEE bundle of at least 12 bytes", f"{len(data)} bytes",
+                          "the file is truncated or not a NEE bundle")
+    ident = bytes(data[8:12])
+    if ident != FILE_IDENTIFIER:
+        raise BundleError(path, f"file identifier {FILE_IDENTIFIER!r} at byte 8", repr(ident),
+                          "this is not a NEE bundle; create one with nee-export")
+    (size,) = struct.unpack_from("<I", data, 0)
+    if SIZE_PREFIX_BYTES + size > len(data):
+        raise BundleError(path, f"{SIZE_PREFIX_BYTES + size} bytes of flatbuffer",
+                          f"a file of {len(data)} bytes", "the file is truncated; copy it again")
+    return size
+
+
+def _validate(b: LoadedBundle, check_kernels: bool) -> None:
+    bundle = b.bundle
+    if bundle.schemaVersion != SCHEMA_VERSION:
+        raise BundleError(b.path, f"schema version {SCHEMA_VERSION}",
+                          f"version {bundle.schemaVersion}",
+                          "export the model with a toolchain matching this runtime")
+    _check_segments(b)
+    _check_plan(b)
+    _check_tensors(b)
+    _check_nodes(b)
+    _check_kernel_list(b)
+    if check_kernels:
+        _check_kernels_present(b)
+
+
+def _fail(b: LoadedBundle, what: str, expected: str, found: str) -> BundleError:
+    return BundleError(f"{b.path}: {what}", expected, found,
+                       "the bundle is corrupt or from an incompatible toolchain; export again")
+
+
+def _check_segments(b: LoadedBundle) -> None:
+    for i, seg in enumerate(b.bundle.segments or []):
+        end = b.segment_base + seg.offset + seg.size
+        if seg.offset % SEGMENT_ALIGNMENT or end > len(b.data):
+            raise BundleError(f"{b.path}: segment {i}",
+                              f"a 64-aligned blob ending within {len(b.data)} bytes",
+                              f"offset {seg.offset}, end {end}",
+                              "the file is truncated or damaged; export it again")
+
+
+def _check_plan(b: LoadedBundle) -> None:
+    plan = b.bundle.plan
+    if plan is None or not plan.arenas:
+        if any(t.storageKind == StorageKind.Arena for t in b.bundle.tensors or []):
+            raise _fail(b, "memory plan", "at least one arena", "none")
+        return
+    for i, buf in enumerate(plan.buffers or []):
+        if buf.tier >= len(plan.arenas):
+            raise _fail(b, f"buffer {i}", f"a tier below {len(plan.arenas)}", str(buf.tier))
+        arena = plan.arenas[buf.tier]
+        if buf.offset % SEGMENT_ALIGNMENT or buf.offset + buf.size > arena.size:
+            raise _fail(b, f"buffer {i}", f"a 64-aligned slot inside arena {arena.tier} "
+                        f"of {arena.size} bytes", f"[{buf.offset}, {buf.offset + buf.size})")
+
+
+def storage_size(b: LoadedBundle, kind: int, index: int) -> int | None:
+    """Bytes of an arena buffer or constant segment, or None if the index is out of range."""
+    pool = b.bundle.segments if kind == StorageKind.Constant else (
+        b.bundle.plan.buffers if b.bundle.plan else None)
+    if kind not in (StorageKind.Constant, StorageKind.Arena) or not pool or index >= len(pool):
+        return None
+    return pool[index].size
+
+
+def _check_tensors(b: LoadedBundle) -> None:
+    for i, t in enumerate(b.bundle.tensors or []):
+        what = f"tensor {i} ({t.name})"
+        if not 0 <= t.dtype < len(DTYPES):
+            raise _fail(b, what, f"a dtype code below {len(DTYPES)}", str(t.dtype))
+        shape, strides = list(ints(t.shape)), list(ints(t.strides))
+        if len(shape) != len(strides) or min(shape + strides, default=0) < 0:
+            raise _fail(b, what, "non-negative shape and strides of one rank",
+                        f"shape {shape}, strides {strides}")
+        size = storage_size(b, t.storageKind, t.storage)
+        if size is None:
+            raise _fail(b, what, "a valid storage", f"kind {t.storageKind} index {t.storage}")
+        last = sum((n - 1) * s for n, s in zip(shape, strides, strict=True))
+        end = t.byteOffset + (0 if 0 in shape else last + 1) * np.dtype(DTYPES[t.dtype]).itemsize
+        if end > size:
+            raise _fail(b, what, f"bytes within its storage of {size}", f"end at {end}")
+    n = len(b.bundle.tensors or [])
+    for role, ids in (("input", b.bundle.inputs), ("output", b.bundle.outputs)):
+        for k in ints(ids):
+            if k >= n:
+                raise _fail(b, f"{role} tensor index", f"below {n}", str(k))
+    for k in ints(b.bundle.inputs):
+        if b.bundle.tensors[k].storageKind != StorageKind.Arena:
+            raise _fail(b, f"input {b.bundle.tensors[k].name}", "an arena tensor", "a constant")
+
+
+def _check_nodes(b: LoadedBundle) -> None:
+    tensors = b.bundle.tensors or []
+    for i, node in enumerate(b.bundle.nodes or []):
+        for arg in node.args or []:
+            for k in ints(arg.tensors):
+                if k >= len(tensors):
+                    raise _fail(b, f"node {i} {node.op} arg {arg.name}", f"tensor < {len(tensors)}",
+                                str(k))
+        for k in ints(node.outputs):
+            if k >= len(tensors) or tensors[k].storageKind != StorageKind.Arena:
+                raise _fail(b, f"node {i} {node.op} output", "a tensor in the arena", str(k))
+
+
+def kernel_list(b: LoadedBundle) -> list[tuple[str, str]]:
+    """The bundle's declared (op, dtype) pairs."""
+    return [(k.op, DTYPES[k.dtype]) for k in b.bundle.kernels or [] if 0 <= k.dtype < len(DTYPES)]
+
+
+def _check_kernel_list(b: LoadedBundle) -> None:
+    tensors = b.bundle.tensors or []
+    needed = {(n.op, DTYPES[tensors[n.outputs[0]].dtype] if n.outputs is not None
+               and len(n.outputs) else "?") for n in b.bundle.nodes or []}
+    if needed != set(kernel_list(b)):
+        raise _fail(b, "kernel list", f"the {len(needed)} (op, dtype) pairs the nodes use",
+                    f"{len(set(kernel_list(b)) ^ needed)} pairs differing")
+
+
+def _check_kernels_present(b: LoadedBundle) -> None:
+    """Collect every missing (op, dtype) kernel before failing."""
+    missing = sorted(
+        f"{op} ({dtype})" for op, dtype in kernel_list(b)
+        if op not in KERNELS or dtype not in KERNELS[op].dtypes
+    )
+    if missing:
+        raise MissingKernelsError(
+            f"{b.path}: {len(missing)} kernel(s)", "kernels present in this runtime",
+            "missing: " + ", ".join(missing),
+            "add them to runtime_py/kernels or export with a runtime-supported op set",
+        )
+
+
+def ints(values: object) -> list[int]:
+    """A flatbuffer vector (numpy array, list or None) as a list of Python ints."""
+    return [] if values is None else [int(v) for v in values]

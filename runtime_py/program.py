@@ -1,0 +1,154 @@
+"""Execute a loaded bundle: arenas allocated once, every tensor a fixed numpy view, kernels bound
+to their arguments at load. ``run`` copies the inputs in and calls the kernels; nothing else."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from runtime_py.errors import InputError
+from runtime_py.fbs.ArgKind import ArgKind
+from runtime_py.fbs.StorageKind import StorageKind
+from runtime_py.format import DTYPES, SEGMENT_ALIGNMENT
+from runtime_py.kernels import KERNELS
+from runtime_py.loader import LoadedBundle, ints, load_bundle
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """Name, shape and dtype of a program input or output."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.dtype}{list(self.shape)}"
+
+
+@dataclass(frozen=True)
+class Call:
+    """A kernel bound to its arguments; ``op`` and ``source`` are kept for profiling."""
+
+    op: str
+    fn: Callable[..., None]
+    kwargs: dict[str, Any]
+    source: str
+
+
+class Program:
+    """A runnable bundle. Create with ``Program.load(path)``."""
+
+    def __init__(self, loaded: LoadedBundle) -> None:
+        self.loaded = loaded
+        bundle = loaded.bundle
+        self.arenas = [_aligned_zeros(a.size) for a in (bundle.plan.arenas or [])]
+        self.tensors = [self._view(t) for t in bundle.tensors or []]
+        self.inputs = [self._spec(i) for i in ints(bundle.inputs)]
+        self.outputs = [self._spec(i) for i in ints(bundle.outputs)]
+        self._input_views = [self.tensors[i] for i in ints(bundle.inputs)]
+        self._output_views = [self.tensors[i] for i in ints(bundle.outputs)]
+        self.calls = [self._bind(node) for node in bundle.nodes or []]
+
+    @classmethod
+    def load(cls, path: str | Path) -> Program:
+        """Map, validate and prepare a bundle for running."""
+        return cls(load_bundle(path))
+
+    @property
+    def arena_bytes(self) -> int:
+        """Total bytes of all arenas."""
+        return sum(a.nbytes for a in self.arenas)
+
+    def run(self, *inputs: np.ndarray) -> list[np.ndarray]:
+        """Run once. Returns views of the output tensors, valid until the next run."""
+        self.set_inputs(inputs)
+        for call in self.calls:
+            call.fn(**call.kwargs)
+        return self._output_views
+
+    def profile(self, *inputs: np.ndarray) -> list[tuple[Call, float]]:
+        """Run once, timing each kernel call; returns (call, seconds) in execution order."""
+        self.set_inputs(inputs)
+        timings = []
+        for call in self.calls:
+            start = time.perf_counter()
+            call.fn(**call.kwargs)
+            timings.append((call, time.perf_counter() - start))
+        return timings
+
+    def set_inputs(self, inputs: Sequence[np.ndarray]) -> None:
+        """Check count, shapes and dtypes of ``inputs``, then copy them into the arena."""
+        if len(inputs) != len(self.inputs):
+            raise InputError("program inputs", f"{len(self.inputs)} ({_specs(self.inputs)})",
+                             f"{len(inputs)}", "pass one array per input, in order")
+        for spec, value, view in zip(self.inputs, inputs, self._input_views, strict=True):
+            _check_input(spec, value)
+            np.copyto(view, value)
+
+    def _view(self, t: Any) -> np.ndarray:
+        dtype = np.dtype(DTYPES[t.dtype])
+        shape = tuple(ints(t.shape))
+        strides = tuple(s * dtype.itemsize for s in ints(t.strides))
+        if t.storageKind == StorageKind.Constant:
+            seg = self.loaded.bundle.segments[t.storage]
+            buffer, offset = self.loaded.data, self.loaded.segment_base + seg.offset
+        else:
+            buf = self.loaded.bundle.plan.buffers[t.storage]
+            buffer, offset = self.arenas[buf.tier], buf.offset
+        return np.ndarray(shape, dtype, buffer=buffer, offset=offset + t.byteOffset,
+                          strides=strides)
+
+    def _spec(self, index: int) -> TensorSpec:
+        t = self.loaded.bundle.tensors[index]
+        return TensorSpec(t.name, tuple(ints(t.shape)), DTYPES[t.dtype])
+
+    def _bind(self, node: Any) -> Call:
+        kwargs = {arg.name: self._arg_value(arg) for arg in node.args or []}
+        return Call(node.op, KERNELS[node.op].fn, kwargs, node.source or "")
+
+    def _arg_value(self, arg: Any) -> Any:
+        kind = arg.kind
+        if kind == ArgKind.Tensor:
+            return self.tensors[int(arg.tensors[0])]
+        if kind == ArgKind.TensorList:
+            return [self.tensors[int(i)] for i in arg.tensors]
+        return _SCALARS[kind](arg)
+
+
+_SCALARS: dict[int, Callable[[Any], Any]] = {
+    ArgKind.None_: lambda a: None,
+    ArgKind.Int: lambda a: int(a.ints[0]),
+    ArgKind.Float: lambda a: float(a.floats[0]),
+    ArgKind.Bool: lambda a: bool(a.ints[0]),
+    ArgKind.IntList: lambda a: tuple(ints(a.ints)),
+    ArgKind.FloatList: lambda a: tuple(float(f) for f in a.floats),
+    ArgKind.BoolList: lambda a: tuple(bool(i) for i in a.ints),
+    ArgKind.String: lambda a: a.str,
+}
+
+
+def _aligned_zeros(size: int) -> np.ndarray:
+    raw = np.zeros(size + SEGMENT_ALIGNMENT, dtype=np.uint8)
+    start = -raw.ctypes.data % SEGMENT_ALIGNMENT
+    return raw[start : start + size]
+
+
+def _check_input(spec: TensorSpec, value: Any) -> None:
+    if not isinstance(value, np.ndarray):
+        raise InputError(f"input {spec.name}", f"a numpy array {spec.dtype}{list(spec.shape)}",
+                         type(value).__name__, "convert it with np.asarray(..., dtype=...)")
+    if value.shape != spec.shape or value.dtype != np.dtype(spec.dtype):
+        raise InputError(f"input {spec.name}", f"{spec.dtype}{list(spec.shape)}",
+                         f"{value.dtype}{list(value.shape)}",
+                         "bundles have fixed shapes and dtypes; cast the array or re-export "
+                         "with example inputs of this shape")
+
+
+def _specs(specs: list[TensorSpec]) -> str:
+    return ", ".join(str(s) for s in specs)

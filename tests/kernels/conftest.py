@@ -1,0 +1,22 @@
+"""Fixtures for the kernel tests: deterministic inputs, per-session example exports."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator
+
+import pytest
+import torch
+from model_ops import example_kernel_names
+
+
+@pytest.fixture(autouse=True)
+def _seed() -> Iterator[None]:
+    torch.manual_seed(0)
+    yield
+
+
+@pytest.fixture(scope="session")
+def exported_kernel_names() -> Callable[[str], frozenset[str]]:
+    """``name -> out-variant kernel names`` of an example model, each exported once per session."""
+    return functools.cache(example_kernel_names)

@@ -1,0 +1,81 @@
+"""Check a numpy kernel against its torch functional op on identical inputs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from runtime_py.kernels import KERNELS
+from toolchain.export.out_variant import canonical_name, find_out_variant, out_arg_names
+
+# Default tolerances for float32 elementwise results.
+RTOL, ATOL = 1e-5, 1e-6
+LAYOUTS = ("contiguous", "transposed", "strided")
+
+
+def numpy_dtype_name(dtype: torch.dtype) -> str:
+    return str(torch.empty(0, dtype=dtype).numpy().dtype)
+
+
+def to_kernel_arg(value: Any) -> Any:
+    """Tensor -> numpy view (strides kept), dtype -> name, int list -> tuple, as the runtime."""
+    if isinstance(value, torch.Tensor):
+        return value.numpy()
+    if isinstance(value, torch.dtype):
+        return numpy_dtype_name(value)
+    if isinstance(value, list | tuple):
+        return type(value)(to_kernel_arg(v) for v in value)
+    return value
+
+
+def with_layout(t: torch.Tensor, layout: str) -> torch.Tensor:
+    """The same values as ``t`` in a contiguous, transposed or strided (sliced) layout."""
+    if layout == "contiguous" or t.ndim == 0:
+        return t.clone()
+    if layout == "transposed":
+        dims = tuple(reversed(range(t.ndim)))
+        return t.permute(dims).contiguous().permute(dims)
+    base = torch.zeros(*t.shape[:-1], 2 * t.shape[-1], dtype=t.dtype)
+    view = base[..., ::2]
+    view.copy_(t)
+    return view
+
+
+def random(shape: Sequence[int], dtype: torch.dtype = torch.float32,
+           scale: float = 1.0) -> torch.Tensor:
+    """Random values: normal floats times ``scale``, small ints in [-5, 5], or bools."""
+    if dtype == torch.bool:
+        return torch.randint(0, 2, tuple(shape)).bool()
+    if dtype.is_floating_point:
+        return torch.randn(*shape, dtype=dtype) * scale
+    return torch.randint(-5, 6, tuple(shape), dtype=dtype)
+
+
+def _sentinel(expected: torch.Tensor) -> np.ndarray:
+    """An out buffer pre-filled with values the kernel must overwrite to pass."""
+    ref = expected.numpy()
+    if ref.dtype == np.bool_:
+        return np.logical_not(ref)
+    fill = 1e30 if ref.dtype.kind == "f" else np.iinfo(ref.dtype).min
+    return np.full(ref.shape, fill, dtype=ref.dtype)
+
+
+def check_op(op: torch._ops.OpOverload, *, rtol: float = RTOL, atol: float = ATOL,
+             **kwargs: Any) -> None:
+    """Run ``op(**kwargs)`` in torch and its out-variant kernel in numpy; compare every output."""
+    out_op = find_out_variant(op)
+    assert out_op is not None, f"{op} has no out variant"
+    kernel = KERNELS[canonical_name(out_op)]
+    expected = op(**kwargs)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    outs = {name: _sentinel(e) for name, e in zip(out_arg_names(out_op._schema), expected,
+                                                   strict=True)}
+    assert numpy_dtype_name(expected[0].dtype) in kernel.dtypes
+    kernel.fn(**{k: to_kernel_arg(v) for k, v in kwargs.items()}, **outs)
+    for (name, got), want in zip(outs.items(), expected, strict=True):
+        assert got.dtype == want.numpy().dtype, name
+        np.testing.assert_allclose(got, want.numpy(), rtol=rtol, atol=atol, equal_nan=True,
+                                   err_msg=name)

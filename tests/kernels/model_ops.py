@@ -1,0 +1,50 @@
+"""Export the example models and list the out-variant kernels their non-view ops need."""
+
+from __future__ import annotations
+
+import importlib.util
+import operator
+from pathlib import Path
+from types import ModuleType
+
+import torch
+
+from toolchain.export.out_variant import canonical_name, find_out_variant
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLE_NAMES = sorted(p.stem for p in EXAMPLES.glob("*.py") if not p.stem.startswith("_"))
+
+# Op packets the pipeline turns into zero-copy aliases: they need no kernel.
+VIEW_OPS = frozenset({
+    "view", "_unsafe_view", "reshape", "permute", "t", "transpose", "expand", "slice", "select",
+    "squeeze", "unsqueeze", "alias", "split", "split_with_sizes", "unbind", "as_strided",
+    "detach", "lift_fresh_copy",
+})
+
+
+def load_example(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"examples.{name}", EXAMPLES / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def exported_ops(name: str) -> set[torch._ops.OpOverload]:
+    """call_function targets of the example's core-ATen graph (getitem excluded)."""
+    module = load_example(name)
+    ep = torch.export.export(module.Model().eval(), module.example_inputs())
+    graph = ep.run_decompositions().graph
+    return {n.target for n in graph.nodes
+            if n.op == "call_function" and n.target is not operator.getitem}
+
+
+def example_kernel_names(name: str) -> frozenset[str]:
+    """Out-variant names of the example's non-view ops (``"<no out variant> op"`` if missing)."""
+    names = set()
+    for op in exported_ops(name):
+        if op.overloadpacket.__name__ in VIEW_OPS:
+            continue
+        out = find_out_variant(op)
+        names.add(canonical_name(out) if out is not None else f"<no out variant> {op}")
+    return frozenset(names)

@@ -1,0 +1,52 @@
+"""The three console commands, end to end on the example MLP."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from click.testing import CliRunner
+
+from runtime_py.cli import main as run_main
+from toolchain.cli import export_main, inspect_main
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def test_export_run_inspect(tmp_path, exported):
+    bundle = tmp_path / "mlp.nee"
+    runner = CliRunner()
+    done = runner.invoke(export_main, [f"{EXAMPLES}/mlp.py:Model", "-o", str(bundle)])
+    assert done.exit_code == 0, done.output
+    assert "wrote" in done.output and bundle.exists()
+
+    x = exported("mlp").inputs[0]
+    np.save(tmp_path / "x.npy", x)
+    out = tmp_path / "out.npz"
+    done = runner.invoke(run_main, [str(bundle), "--input", str(tmp_path / "x.npy"), "-o",
+                                    str(out), "--profile"])
+    assert done.exit_code == 0, done.output
+    assert "aten::addmm.out" in done.output  # profile table
+    with np.load(out) as saved:
+        (value,) = saved.values()
+    assert value.shape == (4, 10)
+
+    done = runner.invoke(inspect_main, [str(bundle)])
+    assert done.exit_code == 0, done.output
+    for expected in ("program (", "lower bound", "kernels (", "aten::addmm.out float32"):
+        assert expected in done.output
+
+
+def test_export_errors_are_clean(tmp_path):
+    runner = CliRunner()
+    done = runner.invoke(export_main, ["examples/nothere.py:Model", "-o", str(tmp_path / "a")])
+    assert done.exit_code == 1 and "Error:" in done.output and "Traceback" not in done.output
+    done = runner.invoke(export_main, [f"{EXAMPLES}/mlp.py:Nope", "-o", str(tmp_path / "a")])
+    assert done.exit_code == 1 and "'Nope'" in done.output
+
+
+def test_run_errors_are_clean(tmp_path):
+    bad = tmp_path / "bad.nee"
+    bad.write_bytes(b"hello world, not a bundle")
+    done = CliRunner().invoke(run_main, [str(bad), "--random"])
+    assert done.exit_code == 1 and "not a NEE bundle" in done.output

@@ -1,0 +1,87 @@
+"""Bad files and bad inputs give clear NEE errors, never tracebacks from deep inside."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+
+import numpy as np
+import pytest
+
+from runtime_py import kernels
+from runtime_py.errors import BundleError, InputError, MissingKernelsError
+from runtime_py.program import Program
+
+
+@pytest.fixture
+def mlp(exported):
+    return exported("mlp")
+
+
+def _write(tmp_path, data: bytes):
+    path = tmp_path / "bad.nee"
+    path.write_bytes(data)
+    return path
+
+
+def test_missing_file_names_path(tmp_path):
+    with pytest.raises(BundleError, match="no such file"):
+        Program.load(tmp_path / "nope.nee")
+
+
+@pytest.mark.parametrize("data", [b"", b"NEE", b"\0" * 11])
+def test_tiny_files_are_rejected(tmp_path, data):
+    with pytest.raises(BundleError, match="Hint"):
+        Program.load(_write(tmp_path, data))
+
+
+def test_non_nee_file_is_rejected_by_identifier(tmp_path):
+    with pytest.raises(BundleError, match="not a NEE bundle"):
+        Program.load(_write(tmp_path, b"PK\x03\x04" + bytes(100)))
+
+
+@pytest.mark.parametrize("keep", [0.3, 0.6, 0.95, 0.999])
+def test_truncated_bundle_is_rejected(tmp_path, mlp, keep):
+    data = mlp.path.read_bytes()
+    with pytest.raises(BundleError, match=r"truncated|damaged|corrupt"):
+        Program.load(_write(tmp_path, data[: int(len(data) * keep)]))
+
+
+def test_corrupted_bytes_never_escape_as_other_errors(tmp_path, mlp):
+    data = mlp.path.read_bytes()
+    rng = random.Random(0)
+    head = int.from_bytes(data[:4], "little") + 4
+    for _ in range(150):
+        mutated = bytearray(data)
+        for _ in range(rng.randint(1, 8)):
+            mutated[rng.randrange(12, head)] = rng.randrange(256)
+        with contextlib.suppress(BundleError):
+            Program.load(_write(tmp_path, bytes(mutated)))
+
+
+def test_wrong_input_shape_names_the_input(mlp):
+    program = Program.load(mlp.path)
+    name = program.inputs[0].name
+    with pytest.raises(InputError, match=rf"input {name}: expected float32\[4, 16\], found "
+                                         rf"float32\[2, 16\]"):
+        program.run(np.zeros((2, 16), np.float32))
+
+
+def test_wrong_input_dtype_and_count(mlp):
+    program = Program.load(mlp.path)
+    with pytest.raises(InputError, match="found float64"):
+        program.run(mlp.inputs[0].astype(np.float64))
+    with pytest.raises(InputError, match="expected 1"):
+        program.run(*mlp.inputs, *mlp.inputs)
+    with pytest.raises(InputError, match="numpy array"):
+        program.run(mlp.inputs[0].tolist())
+
+
+def test_all_missing_kernels_are_listed(mlp, monkeypatch):
+    needed = sorted({op for op, _ in mlp.result.kernels})
+    assert len(needed) >= 2
+    for op in needed[:2]:
+        monkeypatch.delitem(kernels.KERNELS, op)
+    with pytest.raises(MissingKernelsError) as info:
+        Program.load(mlp.path)
+    assert all(op in str(info.value) for op in needed[:2])

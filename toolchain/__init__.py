@@ -1,0 +1,3 @@
+"""NEE toolchain: PyTorch nn.Module -> .nee bundle."""
+
+__version__ = "0.1.0"

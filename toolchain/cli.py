@@ -1,0 +1,109 @@
+"""``nee-export`` and ``nee-inspect``: the toolchain's command line."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import numpy as np
+
+from runtime_py.errors import NeeError
+from runtime_py.loader import load_bundle
+from toolchain.errors import ExportError
+from toolchain.inspect import describe, plan_requests
+
+
+@click.command()
+@click.argument("target")
+@click.option("--output", "-o", required=True, type=click.Path(dir_okay=False),
+              help="Where to write the .nee bundle.")
+@click.option("--example-input", "-e", "example_inputs", multiple=True,
+              type=click.Path(exists=True, dir_okay=False),
+              help="An example input .npy (repeat per input). Default: the module's "
+                   "example_inputs().")
+@click.option("--board", help="Board recipe name (boards/NAME.toml) or path to a recipe .toml.")
+@click.option("--planner", default="auto", show_default=True,
+              type=click.Choice(["auto", "greedy", "search", "naive"]))
+@click.option("--time-limit", default=2.0, show_default=True,
+              help="Seconds the search planner may spend improving on greedy.")
+@click.option("--name", help="Model name stored in the bundle (default: the class name).")
+def export_main(target: str, output: str, example_inputs: tuple[str, ...], board: str | None,
+                planner: str, time_limit: float, name: str | None) -> None:
+    """Export TARGET (``path/to/file.py:Model`` or ``package.module:factory``) to a bundle."""
+    from toolchain.boards import load_board
+    from toolchain.export import export
+    from toolchain.serialize.bundle import write_bundle
+
+    try:
+        module, factory = _load_target(target)
+        model = factory()
+        inputs = _example_inputs(module, example_inputs, target)
+        result = export(model, inputs, name=name or getattr(factory, "__name__", "model"),
+                        board=load_board(board) if board else None, planner=planner,
+                        time_limit=time_limit, progress=lambda m: click.echo(m, err=True))
+        size = write_bundle(result, output)
+    except NeeError as e:
+        raise click.ClickException(str(e)) from e
+    click.echo(f"wrote {output} ({size} bytes, {len(result.graph.nodes)} ops, "
+               f"{len(result.kernels)} kernels)")
+
+
+def _load_target(target: str) -> tuple[Any, Any]:
+    module_ref, sep, attr = target.rpartition(":")
+    if not sep or not attr:
+        raise ExportError(f"target {target!r}", "MODULE_OR_FILE:ATTR", "no ':ATTR'",
+                          "e.g. examples/mlp.py:Model")
+    try:
+        if module_ref.endswith(".py"):
+            path = Path(module_ref)
+            spec = importlib.util.spec_from_file_location(path.stem, path)
+            if spec is None or spec.loader is None or not path.is_file():
+                raise FileNotFoundError(module_ref)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[path.stem] = module
+            spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(module_ref)
+    except (ImportError, FileNotFoundError) as e:
+        raise ExportError(f"target {target!r}", "an importable module or .py file",
+                          f"{type(e).__name__}: {e}", "check the path") from e
+    if not hasattr(module, attr):
+        public = [n for n in dir(module) if not n.startswith("_")]
+        raise ExportError(f"target {target!r}", f"an attribute {attr!r} in {module_ref}",
+                          f"only {public}", "name the model class or factory function")
+    return module, getattr(module, attr)
+
+
+def _example_inputs(module: Any, paths: tuple[str, ...], target: str) -> tuple[Any, ...]:
+    import torch
+
+    if paths:
+        return tuple(torch.from_numpy(np.load(p)) for p in paths)
+    if not hasattr(module, "example_inputs"):
+        raise ExportError(f"target {target!r}", "example inputs",
+                          "no example_inputs() in the module and no --example-input",
+                          "add def example_inputs() -> tuple[Tensor, ...] or pass .npy files")
+    return tuple(module.example_inputs())
+
+
+@click.command()
+@click.argument("bundle", type=click.Path(dir_okay=False))
+@click.option("--plan-png", type=click.Path(dir_okay=False),
+              help="Draw the memory plan (time x address) to this PNG.")
+@click.option("--buffers", is_flag=True, help="List every planned buffer.")
+def inspect_main(bundle: str, plan_png: str | None, buffers: bool) -> None:
+    """Print BUNDLE's program, memory plan (arena vs lower bound) and kernel list."""
+    try:
+        loaded = load_bundle(bundle, check_kernels=False)
+    except NeeError as e:
+        raise click.ClickException(str(e)) from e
+    click.echo(describe(loaded, buffers=buffers))
+    if plan_png:
+        from toolchain.memory_plan.draw import draw_plan
+
+        draw_plan(*plan_requests(loaded), plan_png)
+        click.echo(f"wrote {plan_png}")

@@ -1,0 +1,76 @@
+"""Export an nn.Module to an ExportResult: capture -> passes -> plan -> kernel list."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from toolchain import __version__
+from toolchain.boards import Board
+from toolchain.errors import ExportError
+from toolchain.export.capture import export_program, to_graph
+from toolchain.export.result import ExportResult
+from toolchain.ir import Graph
+from toolchain.memory_plan import PlanError, plan_memory, plan_tiers
+from toolchain.memory_plan.lifetimes import buffer_requests
+from toolchain.pipeline import run_passes
+from toolchain.selective_build import kernel_list
+
+Progress = Callable[[str], None]
+
+
+def export(
+    model: torch.nn.Module,
+    example_inputs: tuple[Any, ...],
+    *,
+    name: str = "model",
+    board: Board | None = None,
+    planner: str = "auto",
+    time_limit: float = 2.0,
+    verify_each: bool = True,
+    progress: Progress | None = None,
+) -> ExportResult:
+    """Export ``model`` traced with ``example_inputs`` into a plan-complete program."""
+    say = _stage_timer(progress)
+    graph = to_graph(export_program(model, example_inputs))
+    say(f"captured {len(graph.nodes)} core ATen calls")
+    graph = run_passes(graph, verify_each=verify_each)
+    say(f"ran passes: {len(graph.nodes)} out-variant calls")
+    requests = buffer_requests(graph)
+    try:
+        plan = (plan_tiers(requests, board.tiers, planner=planner, time_limit=time_limit)
+                if board else plan_memory(requests, planner=planner, time_limit=time_limit))
+    except PlanError as e:
+        raise _plan_failure(graph, board, e) from e
+    say("planned memory: " + ", ".join(
+        f"{a.tier} {a.size} B (lower bound {a.lower_bound} B)" for a in plan.arenas))
+    producer = f"nee {__version__} (torch {torch.__version__})"
+    return ExportResult(graph, requests, plan, kernel_list(graph), name, producer,
+                        board.name if board else "", board.tiers if board else ())
+
+
+def _stage_timer(progress: Progress | None) -> Progress:
+    start = time.perf_counter()
+
+    def say(message: str) -> None:
+        if progress is not None:
+            progress(f"[{time.perf_counter() - start:6.2f}s] {message}")
+
+    return say
+
+
+def _plan_failure(graph: Graph, board: Board | None, error: PlanError) -> ExportError:
+    step = getattr(error, "peak_step", None)
+    where = ""
+    if step is not None and 0 <= step < len(graph.nodes):
+        node = graph.nodes[step]
+        where = f"; live set peaks at step {step} ({node.op} at {node.source or '?'})"
+    return ExportError(
+        f"memory plan for board {board.name if board else '-'}",
+        "the activations to fit the board's memory tiers",
+        f"{error}{where}",
+        "use a board with more memory, smaller inputs, or a smaller model",
+    )

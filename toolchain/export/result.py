@@ -1,0 +1,26 @@
+"""What export produces before serialization: the final graph, its memory plan and kernel list."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from toolchain.ir import Graph
+from toolchain.memory_plan.types import BufferRequest, Plan, Tier
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    """An exported program ready to serialize."""
+
+    graph: Graph
+    requests: list[BufferRequest]
+    plan: Plan
+    kernels: list[tuple[str, str]]
+    model_name: str
+    producer: str
+    board: str = ""
+    tiers: tuple[Tier, ...] = ()
+    buffer_index: dict[str, int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "buffer_index", {r.id: i for i, r in enumerate(self.requests)})

@@ -1,0 +1,74 @@
+"""Human-readable description of a bundle (used by ``nee-inspect``)."""
+
+from __future__ import annotations
+
+from runtime_py.fbs.StorageKind import StorageKind
+from runtime_py.format import DTYPES
+from runtime_py.loader import LoadedBundle, ints, kernel_list
+from toolchain.memory_plan.types import Arena, BufferRequest, Placement, Plan
+
+
+def describe(loaded: LoadedBundle, *, buffers: bool = False) -> str:
+    """Header, IO, program, memory plan and kernel list as text."""
+    b = loaded.bundle
+    sections = [
+        f"bundle {loaded.path}: model {b.model!r}, schema v{b.schemaVersion}, {b.producer}"
+        + (f", board {b.board}" if b.board else ""),
+        "inputs:\n" + "\n".join(f"  {_tensor(loaded, i)}" for i in ints(b.inputs)),
+        "outputs:\n" + "\n".join(f"  {_tensor(loaded, i)}" for i in ints(b.outputs)),
+        f"program ({len(b.nodes or [])} calls):\n" + "\n".join(_node(loaded, i, n)
+                                                              for i, n in enumerate(b.nodes or [])),
+        _plan(loaded, buffers),
+        f"kernels ({len(kernel_list(loaded))}):\n" + "\n".join(
+            f"  {op} {dtype}" for op, dtype in kernel_list(loaded)),
+    ]
+    return "\n\n".join(sections)
+
+
+def _tensor(loaded: LoadedBundle, index: int) -> str:
+    t = loaded.bundle.tensors[index]
+    return f"{t.name}: {DTYPES[t.dtype]}{ints(t.shape)}"
+
+
+def _node(loaded: LoadedBundle, i: int, node) -> str:
+    outs = set(ints(node.outputs))
+    ins = [loaded.bundle.tensors[k].name for a in node.args or [] for k in ints(a.tensors)
+           if k not in outs]
+    results = ", ".join(_tensor(loaded, k) for k in ints(node.outputs))
+    return f"  {i:4d} {node.op}({', '.join(ins)}) -> {results}"
+
+
+def _plan(loaded: LoadedBundle, buffers: bool) -> str:
+    plan = loaded.bundle.plan
+    lines = [f"memory plan ({plan.planner}):"]
+    for a in plan.arenas or []:
+        gap = (a.size - a.lowerBound) / a.lowerBound if a.lowerBound else 0.0
+        cap = f", capacity {a.capacity} B" if a.capacity else ""
+        lines.append(f"  arena {a.tier}: {a.size} B, lower bound {a.lowerBound} B "
+                     f"(+{gap:.1%}){cap}")
+    tensors = loaded.bundle.tensors or []
+    views = [t for t in tensors if t.aliasOf >= 0]
+    lines.append(f"  {len(plan.buffers or [])} planned buffers; {len(views)} zero-copy views:")
+    lines += [f"    {t.name} aliases {tensors[t.aliasOf].name}" for t in views]
+    consts = sum(s.size for s in loaded.bundle.segments or [])
+    lines.append(f"  constants: {len(loaded.bundle.segments or [])} segments, {consts} B "
+                 "(used in place from the file)")
+    if buffers:
+        names = {t.storage: t.name for t in tensors
+                 if t.storageKind == StorageKind.Arena and t.aliasOf < 0}
+        lines += [f"    {names.get(i, '?'):30s} {plan.arenas[buf.tier].tier}"
+                  f"[{buf.offset}, {buf.offset + buf.size}) steps [{buf.firstStep}, "
+                  f"{buf.endStep}) {buf.kind}" for i, buf in enumerate(plan.buffers or [])]
+    return "\n".join(lines)
+
+
+def plan_requests(loaded: LoadedBundle) -> tuple[list[BufferRequest], Plan]:
+    """The bundle's memory plan as planner requests and a Plan (for drawing or re-verifying)."""
+    plan = loaded.bundle.plan
+    tiers = [a.tier for a in plan.arenas or []]
+    requests = [BufferRequest(str(i), int(b.size), b.firstStep, b.endStep)
+                for i, b in enumerate(plan.buffers or [])]
+    placements = tuple(Placement(str(i), int(b.offset), tiers[b.tier])
+                       for i, b in enumerate(plan.buffers or []))
+    arenas = tuple(Arena(a.tier, int(a.size), int(a.lowerBound)) for a in plan.arenas or [])
+    return requests, Plan(placements, arenas, plan.planner)

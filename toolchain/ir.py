@@ -1,0 +1,93 @@
+"""NEE's graph IR: what every pass reads and writes.
+
+A `Graph` is a list of `Node`s in execution order over named `Tensor`s. Operator arguments are
+kept by ATen schema name; a tensor argument is a `Ref`. Properties that passes establish are
+recorded in `Graph.ensured` so the verifier can check them after every later pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A reference to a tensor by name inside an argument value."""
+
+    name: str
+
+
+@dataclass
+class Tensor:
+    """A value in the graph. Views share their base's storage (``view_of`` set)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str  # numpy dtype name
+    kind: str  # "input", "const", "activation" or "scratch"
+    data: np.ndarray | None = None  # payload of a const, C-contiguous
+    view_of: str | None = None  # root storage tensor when this is a zero-copy view
+    strides: tuple[int, ...] | None = None  # element strides of a view; None = contiguous
+    offset: int = 0  # element offset of a view inside its root storage
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of a contiguous tensor of this shape and dtype."""
+        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
+
+    def element_strides(self) -> tuple[int, ...]:
+        """The strides this tensor is laid out with."""
+        return self.strides if self.strides is not None else contiguous_strides(self.shape)
+
+
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Row-major element strides for ``shape``."""
+    strides, acc = [], 1
+    for size in reversed(shape):
+        strides.append(acc)
+        acc *= max(size, 1)
+    return tuple(reversed(strides))
+
+
+@dataclass
+class Node:
+    """One operator call. ``outputs`` lists the tensors it produces, in schema order."""
+
+    op: str  # canonical name, "aten::add.Tensor" before and "aten::add.out" after out-variant
+    args: dict[str, Any]
+    outputs: list[str]
+    source: str = ""  # "file:line: code" of the model line that produced it
+    out_names: list[str] = field(default_factory=list)  # schema names of the out args
+
+
+@dataclass
+class Graph:
+    """A whole program: tensors, nodes in order, and the IO tensor names."""
+
+    tensors: dict[str, Tensor]
+    nodes: list[Node]
+    inputs: list[str]
+    outputs: list[str]
+    ensured: set[str] = field(default_factory=set)
+
+    def storage_of(self, name: str) -> str:
+        """The tensor owning the bytes of ``name`` (itself unless it is a view)."""
+        return self.tensors[name].view_of or name
+
+
+def refs(value: Any) -> Iterator[str]:
+    """Tensor names referenced by an argument value (a Ref or a list containing Refs)."""
+    if isinstance(value, Ref):
+        yield value.name
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from refs(item)
+
+
+def node_inputs(node: Node) -> list[str]:
+    """Names of the tensors a node reads, excluding its out arguments."""
+    return [n for key, v in node.args.items() if key not in node.out_names for n in refs(v)]

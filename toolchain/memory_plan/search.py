@@ -1,0 +1,245 @@
+"""Search planner: a MiniMalloc-style exact search (Moffitt, ASPLOS'23) for a target capacity.
+
+For a capacity ``C`` the decision search places buffers in *canonical* order, by non-decreasing
+offset (ties by a static preorder rank), each at the lowest offset above every time-overlapping
+buffer placed before it. Any plan can be pushed down into such a form, so the search is complete.
+It prunes with:
+
+* section inference: per cross-section (maximal set of simultaneously live buffers), the floor
+  (raised to the current offset, offsets being monotone, and to the lowest offset any unplaced
+  member can take) plus the unplaced bytes must fit under ``C``;
+* dominance: a buffer may not go at or above the top of the lowest unplaced buffer's slot, as
+  that buffer could then drop into the gap below (an equivalent plan is explored elsewhere);
+* dynamic decomposition: once no unplaced buffer crosses between two sections, both sides are
+  solved independently (no backtracking across them).
+
+``plan_search`` starts from the greedy plan, targets the lower bound first (finished if it is
+reached) and otherwise binary-searches the capacity between the lower bound and the best plan,
+within a wall-clock budget; it never returns a plan worse than greedy.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from .core import align_up
+from .types import BufferRequest
+
+# Static preorders tried round-robin (MiniMalloc's defaults): W = lifetime width, A = area
+# (footprint x width), T = largest section total the buffer takes part in; all descending.
+HEURISTICS = ("WAT", "TAW", "TWA")
+
+
+class _Abort(Exception):
+    """The node limit or the deadline of one decision search was hit."""
+
+
+def _sections(starts: list[int], ends: list[int]) -> tuple[list[list[int]], list[int], list[int]]:
+    """Maximal cross-sections in time order, and each buffer's half-open range of them."""
+    events = sorted([(e, 0, i) for i, e in enumerate(ends)] + [(s, 1, i) for i, s in enumerate(starts)])
+    live: set[int] = set()
+    sections: list[list[int]] = []
+    rising = False
+    for _, is_start, i in events:
+        if is_start:
+            live.add(i)
+            rising = True
+            continue
+        if rising:
+            sections.append(sorted(live))
+            rising = False
+        live.discard(i)
+    sec_lo, sec_hi = [len(sections)] * len(starts), [0] * len(starts)
+    for k, members in enumerate(sections):
+        for i in members:
+            sec_lo[i] = min(sec_lo[i], k)
+            sec_hi[i] = k + 1
+    return sections, sec_lo, sec_hi
+
+
+class _Solver:
+    """Decision search state for one instance; buffers are indices 0..n-1 with size > 0."""
+
+    def __init__(self, sizes: list[int], aligns: list[int], starts: list[int], ends: list[int]):
+        n = len(sizes)
+        self.size, self.align = sizes, aligns
+        self.sections, self.sec_lo, self.sec_hi = _sections(starts, ends)
+        members = [set() for _ in range(n)]
+        for sec in self.sections:
+            for i in sec:
+                members[i].update(sec)
+        self.overlaps = [sorted(m - {i}) for i, m in enumerate(members)]
+        self.totals = [sum(sizes[i] for i in sec) for sec in self.sections]
+        width = [e - s for s, e in zip(starts, ends, strict=True)]
+        keys = {
+            "W": width,
+            "A": [w * z for w, z in zip(width, sizes, strict=True)],
+            "T": [max(self.totals[self.sec_lo[i] : self.sec_hi[i]]) for i in range(n)],
+        }
+        self.ranks = {}
+        for h in HEURISTICS:
+            order = sorted(range(n), key=lambda i, h=h: (*(-keys[c][i] for c in h), i))
+            rank = [0] * n
+            for r, i in enumerate(order):
+                rank[i] = r
+            self.ranks[h] = rank
+        self.solution = [0] * n
+        self.deadline = 0.0
+
+    # -- the decision search -------------------------------------------------------------
+
+    def solve(self, capacity: int, deadline: float) -> list[int] | None:
+        """Offsets fitting ``capacity``; None if proven infeasible; raises _Abort at deadline.
+
+        Preorders are tried round-robin under a node limit that doubles each round.
+        """
+        self.capacity, self.deadline = capacity, deadline
+        if max(self.totals, default=0) > capacity:
+            return None
+        limit = len(self.size)
+        while True:
+            limit *= 2
+            for h in HEURISTICS:
+                try:
+                    found = self._run(h, limit)
+                except _Abort:
+                    if time.monotonic() > deadline:
+                        raise
+                    continue
+                return list(self.solution) if found else None
+
+    def _run(self, heuristic: str, node_limit: int) -> bool:
+        n, n_sec = len(self.size), len(self.sections)
+        self.rank = self.ranks[heuristic]
+        self.nodes_left = node_limit
+        self.off = [-1] * n
+        self.min_off = [0] * n
+        self.floor = [0] * n_sec
+        self.total = list(self.totals)
+        self.cuts = [0] * max(n_sec - 1, 0)
+        for i in range(n):
+            for k in range(self.sec_lo[i], self.sec_hi[i] - 1):
+                self.cuts[k] += 1
+        cutpoints = [k + 1 for k, c in enumerate(self.cuts) if c == 0]
+        return self._split(0, n_sec, list(range(n)), cutpoints)
+
+    def _split(self, lo: int, hi: int, todo: list[int], cutpoints: list[int]) -> bool:
+        """Solve the section ranges between cut points one after another, independently."""
+        bounds = [lo, *cutpoints, hi]
+        off, sec_lo, sec_hi, rank = self.off, self.sec_lo, self.sec_hi, self.rank
+        for a, b in zip(bounds, bounds[1:], strict=False):
+            part = [i for i in todo if off[i] < 0 and sec_lo[i] < b and sec_hi[i] > a]
+            if part and not self._search(a, b, sorted(part, key=rank.__getitem__), 0, -1):
+                return False
+        return True
+
+    def _search(self, lo: int, hi: int, order: list[int], last_off: int, last_rank: int) -> bool:
+        """Depth-first search over the next buffer to place in sections [lo, hi)."""
+        self.nodes_left -= 1
+        if self.nodes_left < 0 or (not self.nodes_left & 1023 and time.monotonic() > self.deadline):
+            raise _Abort
+        off, min_off, size, rank = self.off, self.min_off, self.size, self.rank
+        todo = [i for i in order if off[i] < 0]
+        if not todo:
+            return True
+        todo.sort(key=lambda i: (min_off[i], rank[i]))
+        min_height = min([min_off[i] + size[i] for i in todo])
+        for i in todo:
+            o = min_off[i]
+            if o >= min_height:
+                break
+            if o < last_off or (o == last_off and rank[i] < last_rank):
+                continue
+            undo = self._place(i, o)
+            found = self._check(lo, hi, o) and self._descend(lo, hi, todo, i, o)
+            self._unplace(i, undo)
+            if found:
+                return True
+        return False
+
+    def _descend(self, lo: int, hi: int, todo: list[int], i: int, o: int) -> bool:
+        """Recurse after placing ``i``; split the problem where no unplaced buffer crosses."""
+        self.solution[i] = o
+        cuts = self.cuts
+        span = range(self.sec_lo[i], self.sec_hi[i] - 1)
+        cutpoints = []
+        for k in span:
+            cuts[k] -= 1
+            if not cuts[k]:
+                cutpoints.append(k + 1)
+        try:
+            if cutpoints:
+                return self._split(lo, hi, todo, cutpoints)
+            return self._search(lo, hi, todo, o, self.rank[i])
+        finally:
+            for k in span:
+                cuts[k] += 1
+
+    def _place(self, i: int, o: int) -> tuple[list[tuple[int, int]], list[int], list[tuple[int, int]]]:
+        """Place ``i`` at ``o``; update min offsets and section floors/totals; return undo log."""
+        off, min_off, align, floor, total = self.off, self.min_off, self.align, self.floor, self.total
+        off[i] = o
+        height = o + self.size[i]
+        moved = []
+        for j in self.overlaps[i]:
+            if off[j] < 0 and min_off[j] < height:
+                moved.append((j, min_off[j]))
+                min_off[j] = align_up(height, align[j])
+        lo, hi = self.sec_lo[i], self.sec_hi[i]
+        saved = floor[lo:hi]
+        floor[lo:hi] = [height] * (hi - lo)
+        s = self.size[i]
+        for k in range(lo, hi):
+            total[k] -= s
+        raised = []
+        affected = {k for j, _ in moved for k in range(self.sec_lo[j], self.sec_hi[j])}
+        for k in affected:
+            lowest = min([min_off[j] for j in self.sections[k] if off[j] < 0])
+            if floor[k] < lowest:
+                raised.append((k, floor[k]))
+                floor[k] = lowest
+        return moved, saved, raised
+
+    def _unplace(self, i: int, undo: tuple) -> None:
+        moved, saved, raised = undo
+        floor, total, min_off = self.floor, self.total, self.min_off
+        for k, f in reversed(raised):
+            floor[k] = f
+        lo, hi = self.sec_lo[i], self.sec_hi[i]
+        floor[lo:hi] = saved
+        s = self.size[i]
+        for k in range(lo, hi):
+            total[k] += s
+        for j, m in moved:
+            min_off[j] = m
+        self.off[i] = -1
+
+    def _check(self, lo: int, hi: int, o: int) -> bool:
+        """Section inference: max(floor, o) + unplaced bytes fits the capacity everywhere."""
+        cap, floor, total = self.capacity, self.floor, self.total
+        for k in range(lo, hi):
+            f = floor[k]
+            if (f if f > o else o) + total[k] > cap:
+                return False
+        return True
+
+
+def search_offsets(
+    requests: Sequence[BufferRequest], capacity: int, deadline: float
+) -> list[int] | None:
+    """Offsets with every footprint under ``capacity``; None if infeasible; _Abort at deadline."""
+    idx = [k for k, r in enumerate(requests) if r.footprint and r.start < r.end]
+    solver = _Solver(
+        [requests[k].footprint for k in idx],
+        [requests[k].alignment for k in idx],
+        [requests[k].start for k in idx],
+        [requests[k].end for k in idx],
+    )
+    found = solver.solve(capacity, deadline)
+    if found is None:
+        return None
+    offsets = [0] * len(requests)
+    for k, o in zip(idx, found, strict=True):
+        offsets[k] = o
+    return offsets

@@ -1,0 +1,1 @@
+"""Graph passes, one per file; ``toolchain.pipeline.PASSES`` orders them."""

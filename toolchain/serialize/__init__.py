@@ -1,0 +1,1 @@
+"""Serialize: an exported program to one .nee file (flatbuffer + aligned constant segments)."""

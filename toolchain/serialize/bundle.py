@@ -1,0 +1,151 @@
+"""Write an exported program as a .nee bundle (layout documented in schemas/nee.fbs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import flatbuffers
+import numpy as np
+
+from runtime_py.fbs.Arena import ArenaT
+from runtime_py.fbs.Arg import ArgT
+from runtime_py.fbs.ArgKind import ArgKind
+from runtime_py.fbs.Buffer import BufferT
+from runtime_py.fbs.Bundle import BundleT
+from runtime_py.fbs.KernelEntry import KernelEntryT
+from runtime_py.fbs.MemoryPlan import MemoryPlanT
+from runtime_py.fbs.Node import NodeT
+from runtime_py.fbs.Segment import SegmentT
+from runtime_py.fbs.StorageKind import StorageKind
+from runtime_py.fbs.Tensor import TensorT
+from runtime_py.format import DTYPE_CODES, FILE_IDENTIFIER, SCHEMA_VERSION, align, segment_base
+from toolchain.export.result import ExportResult
+from toolchain.ir import Graph, Ref, Tensor, refs
+
+
+def write_bundle(result: ExportResult, path: str | Path) -> int:
+    """Write ``result`` to ``path``; returns the file size in bytes."""
+    data = serialize(result)
+    Path(path).write_bytes(data)
+    return len(data)
+
+
+def serialize(result: ExportResult) -> bytes:
+    """The whole .nee file as bytes."""
+    graph = result.graph
+    names = _used_tensors(graph)
+    index = {name: i for i, name in enumerate(names)}
+    consts = [n for n in names if graph.tensors[n].kind == "const" and not graph.tensors[n].view_of]
+    blobs = [np.ascontiguousarray(graph.tensors[n].data).tobytes() for n in consts]
+    segments, offset = [], 0
+    for blob in blobs:
+        segments.append(SegmentT(offset=offset, size=len(blob)))
+        offset = align(offset + len(blob))
+    bundle = BundleT(
+        schemaVersion=SCHEMA_VERSION,
+        producer=result.producer,
+        model=result.model_name,
+        board=result.board,
+        tensors=[_tensor(graph, graph.tensors[n], result, index, consts) for n in names],
+        inputs=[index[n] for n in graph.inputs],
+        outputs=[index[n] for n in graph.outputs],
+        nodes=[_node(node, index) for node in graph.nodes],
+        plan=_plan(result),
+        kernels=[KernelEntryT(op=op, dtype=DTYPE_CODES[dt])
+                 for op, dt in result.kernels],
+        segments=segments,
+    )
+    builder = flatbuffers.Builder(1 << 16)
+    builder.FinishSizePrefixed(bundle.Pack(builder), FILE_IDENTIFIER)
+    head = bytes(builder.Output())
+    out = bytearray(head.ljust(segment_base(len(head) - 4), b"\0"))
+    for seg, blob in zip(segments, blobs, strict=True):
+        out.extend(b"\0" * (segment_base(len(head) - 4) + seg.offset - len(out)))
+        out.extend(blob)
+    return bytes(out)
+
+
+def _used_tensors(graph: Graph) -> list[str]:
+    """Tensors the program touches (IO, node args) plus the roots of the views among them."""
+    used = dict.fromkeys(graph.inputs + graph.outputs)
+    for node in graph.nodes:
+        used.update(dict.fromkeys(n for v in node.args.values() for n in refs(v)))
+    roots = [graph.storage_of(n) for n in used]
+    return list(dict.fromkeys([*roots, *used]))
+
+
+def _tensor(graph: Graph, t: Tensor, result: ExportResult, index: dict[str, int],
+            consts: list[str]) -> Any:
+    root = graph.tensors[graph.storage_of(t.name)]
+    itemsize = np.dtype(t.dtype).itemsize
+    if root.kind == "const":
+        kind, storage = StorageKind.Constant, consts.index(root.name)
+    else:
+        kind, storage = StorageKind.Arena, result.buffer_index[root.name]
+    return TensorT(
+        name=t.name,
+        dtype=DTYPE_CODES[t.dtype],
+        shape=list(t.shape),
+        strides=list(t.element_strides()),
+        storageKind=kind,
+        storage=storage,
+        byteOffset=t.offset * itemsize,
+        aliasOf=index[root.name] if t.view_of else -1,
+    )
+
+
+def _node(node: Any, index: dict[str, int]) -> Any:
+    return NodeT(
+        op=node.op,
+        args=[_arg(name, value, index) for name, value in node.args.items()],
+        outputs=[index[o] for o in node.outputs],
+        source=node.source,
+    )
+
+
+def _arg(name: str, value: Any, index: dict[str, int]) -> Any:
+    arg = ArgT(name=name)
+    items = value if isinstance(value, (list, tuple)) else None
+    if value is None:
+        arg.kind = ArgKind.None_
+    elif isinstance(value, Ref):
+        arg.kind, arg.tensors = ArgKind.Tensor, [index[value.name]]
+    elif items is not None and items and all(isinstance(v, Ref) for v in items):
+        arg.kind, arg.tensors = ArgKind.TensorList, [index[v.name] for v in items]
+    elif isinstance(value, bool):
+        arg.kind, arg.ints = ArgKind.Bool, [int(value)]
+    elif isinstance(value, int):
+        arg.kind, arg.ints = ArgKind.Int, [value]
+    elif isinstance(value, float):
+        arg.kind, arg.floats = ArgKind.Float, [value]
+    elif isinstance(value, str):
+        arg.kind, arg.str = ArgKind.String, value
+    elif items is not None and all(isinstance(v, bool) for v in items) and items:
+        arg.kind, arg.ints = ArgKind.BoolList, [int(v) for v in items]
+    elif items is not None and all(isinstance(v, int) for v in items):
+        arg.kind, arg.ints = ArgKind.IntList, list(items)
+    elif items is not None and all(isinstance(v, (int, float)) for v in items):
+        arg.kind, arg.floats = ArgKind.FloatList, [float(v) for v in items]
+    else:
+        raise TypeError(f"argument {name}: cannot serialize {value!r}")
+    return arg
+
+
+def _plan(result: ExportResult) -> Any:
+    tiers = [a.tier for a in result.plan.arenas]
+    placed = result.plan.by_id()
+    capacity = {t.name: t.capacity for t in result.tiers}
+    return MemoryPlanT(
+        planner=result.plan.planner,
+        arenas=[ArenaT(tier=a.tier, size=a.size, lowerBound=a.lower_bound,
+                                 capacity=capacity.get(a.tier, 0))
+                for a in result.plan.arenas],
+        buffers=[
+            BufferT(
+                tier=tiers.index(placed[r.id].tier), offset=placed[r.id].offset, size=r.size,
+                firstStep=r.start, endStep=r.end, kind=result.graph.tensors[r.id].kind,
+            )
+            for r in result.requests
+        ],
+    )

@@ -1,0 +1,80 @@
+"""Graph verifier: structural invariants plus every property a pass has recorded as ensured.
+
+Runs after every pass (``toolchain.pipeline.run_passes(verify=True)``, always on in tests).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from toolchain.ir import Graph, Node, Ref, Tensor, node_inputs
+from toolchain.passes.alias_views import VIEW_RULES
+
+
+class VerifyError(AssertionError):
+    """A pass broke a graph invariant; the message names the pass, tensor or node."""
+
+
+def verify(graph: Graph, after: str = "") -> None:
+    """Raise VerifyError on the first broken invariant."""
+    problems = list(_problems(graph))
+    if problems:
+        where = f" after pass {after}" if after else ""
+        raise VerifyError(f"graph invalid{where}:\n  " + "\n  ".join(problems[:20]))
+
+
+def _problems(graph: Graph):
+    yield from _tensor_problems(graph)
+    defined = {n for n, t in graph.tensors.items() if t.kind in ("input", "const")}
+    for i, node in enumerate(graph.nodes):
+        for name in node_inputs(node):
+            root = graph.storage_of(name) if name in graph.tensors else name
+            if root not in defined and name not in defined:
+                yield f"node {i} {node.op} reads {name} before it is written"
+        yield from _node_problems(graph, i, node)
+        for out in node.outputs:
+            if out in defined:
+                yield f"node {i} {node.op} writes {out}, which is already defined"
+            defined.add(out)
+    for name in graph.outputs:
+        if graph.storage_of(name) not in defined:
+            yield f"graph output {name} is never written"
+
+
+def _tensor_problems(graph: Graph):
+    for name, t in graph.tensors.items():
+        if t.kind == "const" and (t.data is None or t.data.shape != t.shape
+                                  or t.data.dtype != np.dtype(t.dtype)):
+            yield f"const {name} has no data matching {t.shape} {t.dtype}"
+        if t.view_of is not None:
+            yield from _view_problems(graph, t)
+
+
+def _view_problems(graph: Graph, t: Tensor):
+    root = graph.tensors.get(t.view_of)
+    if root is None or root.view_of is not None:
+        yield f"view {t.name} must point at a root storage, points at {t.view_of}"
+        return
+    if t.strides is None or len(t.strides) != len(t.shape):
+        yield f"view {t.name} has strides {t.strides} for shape {t.shape}"
+        return
+    last = t.offset + sum((s - 1) * st for s, st in zip(t.shape, t.strides, strict=True))
+    if math.prod(t.shape) and not (t.offset >= 0 and last < math.prod(root.shape)):
+        yield f"view {t.name} reaches elements [{t.offset}, {last}] outside {root.name}"
+
+
+def _node_problems(graph: Graph, i: int, node: Node):
+    where = f"node {i} {node.op}"
+    if "views_aliased" in graph.ensured and node.op in VIEW_RULES:
+        yield f"{where}: view op left after views_aliased"
+    if "out_variant" in graph.ensured and node.out_names:
+        bound = [node.args.get(k) for k in node.out_names]
+        if bound != [Ref(o) for o in node.outputs]:
+            yield f"{where}: out args {bound} do not match outputs {node.outputs}"
+    for out in node.outputs:
+        if graph.tensors[out].view_of is not None:
+            yield f"{where}: output {out} is a view; kernels write owned buffers"
+    if "supported" in graph.ensured and not node.out_names:
+        yield f"{where}: not an out-variant call after check_supported"
