@@ -1,4 +1,8 @@
-"""Small GRU sequence classifier (nn.GRU; torch.export unrolls it into core ATen ops)."""
+"""Small GRU sequence classifier with the cell math written out over time steps.
+
+(nn.GRU also exports to core ops, but as unregistered ``_flat_weights`` attributes; the
+explicit cell keeps the weights ordinary parameters.)
+"""
 
 from __future__ import annotations
 
@@ -6,18 +10,38 @@ import torch
 from torch import nn
 
 
+class GRUCell(nn.Module):
+    """PyTorch's GRU cell: reset r, update z, candidate n; h' = (1 - z) n + z h."""
+
+    def __init__(self, d_in: int, d_hidden: int) -> None:
+        super().__init__()
+        self.x2h = nn.Linear(d_in, 3 * d_hidden)
+        self.h2h = nn.Linear(d_hidden, 3 * d_hidden)
+
+    def forward(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        xr, xz, xn = self.x2h(x).chunk(3, dim=-1)
+        hr, hz, hn = self.h2h(h).chunk(3, dim=-1)
+        r = torch.sigmoid(xr + hr)
+        z = torch.sigmoid(xz + hz)
+        n = torch.tanh(xn + r * hn)
+        return (1 - z) * n + z * h
+
+
 class Model(nn.Module):
-    """Single-layer GRU over the sequence, linear head on the last hidden state."""
+    """GRU over the sequence (batch first), linear head on the last hidden state."""
 
     def __init__(self, d_in: int = 16, d_hidden: int = 32, num_classes: int = 5) -> None:
         super().__init__()
         torch.manual_seed(0)
-        self.gru = nn.GRU(d_in, d_hidden, batch_first=True)
+        self.d_hidden = d_hidden
+        self.cell = GRUCell(d_in, d_hidden)
         self.head = nn.Linear(d_hidden, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y, _ = self.gru(x)
-        return self.head(y[:, -1])
+        h = torch.zeros(x.shape[0], self.d_hidden)
+        for t in range(x.shape[1]):
+            h = self.cell(x[:, t], h)
+        return self.head(h)
 
 
 def example_inputs() -> tuple[torch.Tensor, ...]:

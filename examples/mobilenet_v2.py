@@ -60,6 +60,9 @@ class Model(nn.Module):
                 c_in = c_out
         layers.append(_conv_bn(c_in, last, 1))
         self.features = nn.Sequential(*layers)
+        for m in self.modules():  # He (fan-in) init keeps activations O(1) through the depth
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight)
         self.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(last, num_classes))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -84,6 +84,9 @@ class Model(nn.Module):
             c_in = c_out
         layers.append(_conv_bn_act(c_in, 576, 1, 1, 1, "HS"))
         self.features = nn.Sequential(*layers)
+        for m in self.modules():  # He (fan-in) init keeps activations O(1) through the depth
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight)
         self.classifier = nn.Sequential(
             nn.Linear(576, 1024), nn.Hardswish(), nn.Dropout(0.2), nn.Linear(1024, num_classes)
         )

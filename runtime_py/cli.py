@@ -59,8 +59,10 @@ def _read_inputs(paths: tuple[str, ...], program: Program) -> list[np.ndarray]:
 
 
 def _random(program: Program) -> list[np.ndarray]:
+    """Seeded normal floats; zeros for integer and bool inputs (always valid indices)."""
     rng = np.random.default_rng(0)
-    return [rng.standard_normal(s.shape).astype(s.dtype) for s in program.inputs]
+    return [rng.standard_normal(s.shape).astype(s.dtype) if np.dtype(s.dtype).kind == "f"
+            else np.zeros(s.shape, s.dtype) for s in program.inputs]
 
 
 def format_profile(timings: list) -> str:

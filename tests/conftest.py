@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+# torch's OpenMP pool and numpy's BLAS pool contend on small machines: one torch thread.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"

@@ -78,6 +78,20 @@ class Graph:
         """The tensor owning the bytes of ``name`` (itself unless it is a view)."""
         return self.tensors[name].view_of or name
 
+    def is_const(self, name: str) -> bool:
+        """Whether ``name`` is a constant or a view of one."""
+        return self.tensors[self.storage_of(name)].kind == "const"
+
+    def const_value(self, name: str) -> np.ndarray:
+        """The value of a constant or of a view of one (a read-only numpy view, no copy)."""
+        t = self.tensors[name]
+        root = self.tensors[self.storage_of(name)].data
+        if t.view_of is None:
+            return root
+        flat = root.reshape(-1)
+        strides = tuple(s * flat.itemsize for s in t.element_strides())
+        return np.lib.stride_tricks.as_strided(flat[t.offset:], t.shape, strides, writeable=False)
+
 
 def refs(value: Any) -> Iterator[str]:
     """Tensor names referenced by an argument value (a Ref or a list containing Refs)."""

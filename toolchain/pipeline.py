@@ -1,8 +1,13 @@
 """The export pipeline: capture -> passes -> plan -> kernel list -> serialize.
 
 ``PASSES`` is the one literal, ordered list of graph passes. Ordering notes:
-- alias_views first: view ops have no kernels; later passes only see compute ops and aliases.
+- fold_batchnorm first: it matches functional conv -> batch_norm pairs on constant weights.
+- alias_views next: view ops have no kernels; later passes only see compute ops and aliases.
 - to_out_variant after alias_views: view ops have no out overloads.
+- fold_constants after to_out_variant: it evaluates calls with the runtime's out kernels.
+- fuse_activation after fold_constants: folded producers are gone, so fusion sees real ones.
+- add_scratch after fusion: the workspace is sized for the final (fused) kernels.
+- reuse_inputs after every pass that changes the node list: it reads final lifetimes.
 - check_supported last: it checks the final kernel names against the runtime registry.
 """
 
@@ -11,16 +16,26 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from toolchain.ir import Graph
+from toolchain.passes.add_scratch import add_scratch
 from toolchain.passes.alias_views import alias_views
 from toolchain.passes.check_supported import check_supported
+from toolchain.passes.fold_batchnorm import fold_batchnorm
+from toolchain.passes.fold_constants import fold_constants
+from toolchain.passes.fuse_activation import fuse_activation
+from toolchain.passes.reuse_inputs import reuse_inputs
 from toolchain.passes.to_out_variant import to_out_variant
 from toolchain.verify import verify
 
 Pass = Callable[[Graph], Graph]
 
 PASSES: list[Pass] = [
+    fold_batchnorm,
     alias_views,
     to_out_variant,
+    fold_constants,
+    fuse_activation,
+    add_scratch,
+    reuse_inputs,
     check_supported,
 ]
 

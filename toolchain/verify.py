@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from toolchain.ir import Graph, Node, Ref, Tensor, node_inputs
+from toolchain.ir import Graph, Node, Ref, Tensor, node_inputs, refs
 from toolchain.passes.alias_views import VIEW_RULES
 
 
@@ -29,9 +29,13 @@ def _problems(graph: Graph):
     yield from _tensor_problems(graph)
     defined = {n for n, t in graph.tensors.items() if t.kind in ("input", "const")}
     for i, node in enumerate(graph.nodes):
+        unknown = [n for v in node.args.values() for n in refs(v) if n not in graph.tensors]
+        unknown += [n for n in node.outputs if n not in graph.tensors]
+        if unknown:
+            yield f"node {i} {node.op} names unknown tensors {unknown}"
+            continue
         for name in node_inputs(node):
-            root = graph.storage_of(name) if name in graph.tensors else name
-            if root not in defined and name not in defined:
+            if graph.storage_of(name) not in defined:
                 yield f"node {i} {node.op} reads {name} before it is written"
         yield from _node_problems(graph, i, node)
         for out in node.outputs:
@@ -73,8 +77,11 @@ def _node_problems(graph: Graph, i: int, node: Node):
         bound = [node.args.get(k) for k in node.out_names]
         if bound != [Ref(o) for o in node.outputs]:
             yield f"{where}: out args {bound} do not match outputs {node.outputs}"
+    read = {graph.storage_of(n) for n in node_inputs(node)}
     for out in node.outputs:
-        if graph.tensors[out].view_of is not None:
-            yield f"{where}: output {out} is a view; kernels write owned buffers"
+        t = graph.tensors[out]
+        if t.view_of is not None and not (t.view_of in read and t.strides is None
+                                          and t.offset == 0):
+            yield f"{where}: output {out} is a view but not a whole in-place input"
     if "supported" in graph.ensured and not node.out_names:
         yield f"{where}: not an out-variant call after check_supported"

@@ -23,10 +23,19 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Kernel:
-    """A registered kernel: the function and the output dtypes it supports."""
+    """A registered kernel: the function and the output dtypes it supports.
+
+    ``inplace``: ``out`` may be the very array passed as one of its same-shaped tensor inputs
+    (the toolchain then lets the output reuse a dying input's buffer). ``scratch``: called at
+    export with the call's arguments (tensors as zero-stride placeholder arrays of the right
+    shape/dtype, no out/scratch), returns the workspace bytes the kernel wants; the kernel then
+    receives a planned uint8 ``scratch`` array of that size and must not allocate its own.
+    """
 
     fn: Callable[..., None]
     dtypes: frozenset[str]
+    inplace: bool = False
+    scratch: Callable[..., int] | None = None
 
 
 # Imported after Kernel: the kernel modules build their KERNELS dicts from it.

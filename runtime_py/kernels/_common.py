@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -51,3 +52,42 @@ def expand_param(value: Sequence[int] | int, n: int) -> tuple[int, ...]:
     """Broadcast an ATen int-list param (``[k]`` or ``k``) to ``n`` spatial dims."""
     vals = (value,) if isinstance(value, int) else tuple(value)
     return vals * n if len(vals) == 1 else vals
+
+
+_ALIGN = 64  # bytes; every workspace region starts on a cache line
+
+
+def _aligned(nbytes: int) -> int:
+    return -(-nbytes // _ALIGN) * _ALIGN
+
+
+def workspace_bytes(*regions: tuple[Sequence[int], str | np.dtype]) -> int:
+    """Scratch bytes for ``Workspace.take`` of these (shape, dtype) regions."""
+    return sum(_aligned(math.prod(shape) * np.dtype(dtype).itemsize) for shape, dtype in regions)
+
+
+class Workspace:
+    """Typed arrays carved in order out of a planned uint8 ``scratch`` (fresh ones without it)."""
+
+    __slots__ = ("_buf", "_offset")
+
+    def __init__(self, scratch: np.ndarray | None) -> None:
+        self._buf, self._offset = scratch, 0
+
+    def take(self, shape: Sequence[int], dtype: str | np.dtype) -> np.ndarray:
+        if self._buf is None:
+            return np.empty(shape, dtype)
+        dtype = np.dtype(dtype)
+        nbytes = math.prod(shape) * dtype.itemsize
+        region = self._buf[self._offset:self._offset + nbytes]
+        self._offset += _aligned(nbytes)
+        return region.view(dtype).reshape(shape)
+
+
+def like_self(regions: int, dtype: str = "float32") -> Callable[..., int]:
+    """Scratch function: ``regions`` buffers of ``self``'s shape in ``dtype``."""
+
+    def scratch(self: np.ndarray, **_: object) -> int:
+        return regions * workspace_bytes((np.shape(self), dtype))
+
+    return scratch

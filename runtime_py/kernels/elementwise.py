@@ -2,17 +2,29 @@
 
 Arithmetic ops compute in the out dtype (torch's result dtype) by passing ``dtype=out.dtype``,
 so numpy casts inputs chunk-wise instead of materialising converted copies. Composite
-activations chain in-place ufuncs on ``out``.
+activations chain in-place ufuncs on ``out``; those that read ``self`` again after writing
+keep their intermediate in the planned scratch, so every kernel here is in-place safe.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
 from runtime_py.kernels import Kernel
-from runtime_py.kernels._common import ALL, BOOL, FLOAT, NUMERIC, KernelFn, quiet
+from runtime_py.kernels._common import (
+    ALL,
+    BOOL,
+    FLOAT,
+    NUMERIC,
+    KernelFn,
+    Workspace,
+    like_self,
+    quiet,
+    workspace_bytes,
+)
 
 Scalar = int | float | bool
 ArrayOrScalar = np.ndarray | Scalar
@@ -99,18 +111,24 @@ def sigmoid(self: np.ndarray, *, out: np.ndarray) -> None:
     np.divide(1, out, out=out)
 
 
-def silu(self: np.ndarray, *, out: np.ndarray) -> None:
-    sigmoid(self, out=out)
-    np.multiply(out, self, out=out)
+def silu(self: np.ndarray, *, out: np.ndarray, scratch: np.ndarray | None = None) -> None:
+    """x * sigmoid(x), with sigmoid in scratch so ``out`` may be ``self``."""
+    sig = Workspace(scratch).take(out.shape, out.dtype)
+    sigmoid(self, out=sig)
+    np.multiply(self, sig, out=out)
 
 
 def relu(self: np.ndarray, *, out: np.ndarray) -> None:
     np.maximum(self, 0, out=out, dtype=out.dtype)
 
 
-def leaky_relu(self: np.ndarray, negative_slope: float = 0.01, *, out: np.ndarray) -> None:
-    np.multiply(self, negative_slope, out=out, dtype=out.dtype)
-    np.copyto(out, self, where=self > 0)
+def leaky_relu(self: np.ndarray, negative_slope: float = 0.01, *, out: np.ndarray,
+               scratch: np.ndarray | None = None) -> None:
+    """x, times ``negative_slope`` where x < 0 (a bool mask in scratch)."""
+    negative = Workspace(scratch).take(out.shape, np.bool_)
+    np.less(self, 0, out=negative)
+    np.copyto(out, self)
+    np.multiply(out, negative_slope, out=out, where=negative)
 
 
 def hardtanh(self: np.ndarray, min_val: float = -1, max_val: float = 1, *,
@@ -131,11 +149,12 @@ def hardsigmoid(self: np.ndarray, *, out: np.ndarray) -> None:
     np.divide(out, 6, out=out)
 
 
-def hardswish(self: np.ndarray, *, out: np.ndarray) -> None:
-    """x * clamp(x + 3, 0, 6) / 6."""
-    np.add(self, 3, out=out, dtype=out.dtype)
-    np.clip(out, 0, 6, out=out)
-    np.multiply(out, self, out=out)
+def hardswish(self: np.ndarray, *, out: np.ndarray, scratch: np.ndarray | None = None) -> None:
+    """x * clamp(x + 3, 0, 6) / 6, the clamp in scratch so ``out`` may be ``self``."""
+    gate = Workspace(scratch).take(out.shape, out.dtype)
+    np.add(self, 3, out=gate, dtype=out.dtype)
+    np.clip(gate, 0, 6, out=gate)
+    np.multiply(self, gate, out=out)
     np.divide(out, 6, out=out)
 
 
@@ -148,51 +167,90 @@ _ERF_Q = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03,
           -7.37332916720468e-03, -1.42647390514189e-02)
 
 
-def _horner(x2: np.ndarray, coeffs: tuple[float, ...]) -> np.ndarray:
-    acc = np.full_like(x2, coeffs[0])
+def _horner(x2: np.ndarray, coeffs: tuple[float, ...], acc: np.ndarray) -> np.ndarray:
+    acc.fill(coeffs[0])
     for c in coeffs[1:]:
         np.multiply(acc, x2, out=acc)
         np.add(acc, c, out=acc)
     return acc
 
 
-def erf(self: np.ndarray, *, out: np.ndarray) -> None:
-    """erf in float32 (numpy has none). Needs 3 out-sized scratch arrays (x^2, p, q)."""
-    np.clip(self, -4, 4, out=out, dtype=out.dtype)
-    x2 = np.square(out)
-    np.multiply(out, _horner(x2, _ERF_P), out=out)
-    np.divide(out, _horner(x2, _ERF_Q), out=out)
+def _erf(x: np.ndarray, out: np.ndarray, ws: Workspace) -> None:
+    """erf(x) into out (may be x) using two out-sized workspace regions (x^2, p then q)."""
+    np.clip(x, -4, 4, out=out, dtype=out.dtype)
+    x2, acc = ws.take(out.shape, out.dtype), ws.take(out.shape, out.dtype)
+    np.square(out, out=x2)
+    np.multiply(out, _horner(x2, _ERF_P, acc), out=out)
+    np.divide(out, _horner(x2, _ERF_Q, acc), out=out)
+
+
+def erf(self: np.ndarray, *, out: np.ndarray, scratch: np.ndarray | None = None) -> None:
+    """erf in float32 (numpy has none)."""
+    _erf(self, out, Workspace(scratch))
 
 
 _SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
 
 
-def gelu(self: np.ndarray, *, approximate: str = "none", out: np.ndarray) -> None:
-    """x/2 (1 + erf(x / sqrt 2)); approximate="tanh": x/2 (1 + tanh(c (x + 0.044715 x^3)))."""
+def gelu(self: np.ndarray, *, approximate: str = "none", out: np.ndarray,
+         scratch: np.ndarray | None = None) -> None:
+    """x/2 (1 + erf(x / sqrt 2)); approximate="tanh": x/2 (1 + tanh(c (x + 0.044715 x^3))).
+
+    The bracket is built in scratch, so ``out`` may be ``self``.
+    """
+    ws = Workspace(scratch)
+    t = ws.take(out.shape, out.dtype)
     if approximate == "tanh":
-        np.square(self, out=out, dtype=out.dtype)
-        np.multiply(out, 0.044715, out=out)
-        np.add(out, 1, out=out)
-        np.multiply(out, self, out=out)
-        np.multiply(out, _SQRT_2_OVER_PI, out=out)
-        np.tanh(out, out=out)
+        np.square(self, out=t, dtype=out.dtype)
+        np.multiply(t, 0.044715, out=t)
+        np.add(t, 1, out=t)
+        np.multiply(t, self, out=t)
+        np.multiply(t, _SQRT_2_OVER_PI, out=t)
+        np.tanh(t, out=t)
     else:
-        np.multiply(self, math.sqrt(0.5), out=out, dtype=out.dtype)
-        erf(out, out=out)
-    np.add(out, 1, out=out)
-    np.multiply(out, self, out=out)
+        np.multiply(self, math.sqrt(0.5), out=t, dtype=out.dtype)
+        _erf(t, t, ws)
+    np.add(t, 1, out=t)
+    np.multiply(t, self, out=out)
     np.multiply(out, 0.5, out=out)
 
 
+def _gelu_scratch(self: np.ndarray, approximate: str = "none", **_: object) -> int:
+    return like_self(1 if approximate == "tanh" else 3)(self)
+
+
 def where(condition: np.ndarray, self: ArrayOrScalar, other: ArrayOrScalar, *,
-          out: np.ndarray) -> None:
+          out: np.ndarray, scratch: np.ndarray | None = None) -> None:
+    """self where condition else other; ``out`` may be any input (a bool mask in scratch)."""
+    if np.may_share_memory(out, self):  # self is in place already: fill where not condition
+        keep = Workspace(scratch).take(out.shape, np.bool_)
+        np.logical_not(condition, out=keep)
+        np.copyto(out, other, where=keep)
+        return
+    if np.may_share_memory(out, condition):
+        mask = Workspace(scratch).take(out.shape, np.bool_)
+        np.copyto(mask, condition)
+        condition = mask
     np.copyto(out, other)
     np.copyto(out, self, where=condition)
 
 
+def _where_scratch(condition: np.ndarray, self: ArrayOrScalar, other: ArrayOrScalar,
+                   **_: object) -> int:
+    return workspace_bytes((np.broadcast_shapes(*map(np.shape, (condition, self, other))),
+                            np.bool_))
+
+
 def _binary_keys(op: str, dtypes: frozenset[str], fn: KernelFn) -> dict[str, Kernel]:
     """The Tensor (``op.out``) and Scalar (``op.Scalar_out``) overloads share one kernel."""
-    return {f"aten::{op}.out": Kernel(fn, dtypes), f"aten::{op}.Scalar_out": Kernel(fn, dtypes)}
+    return {f"aten::{op}.{overload}": Kernel(fn, dtypes, inplace=True)
+            for overload in ("out", "Scalar_out")}
+
+
+def _inplace(fn: KernelFn, dtypes: frozenset[str],
+             scratch: Callable[..., int] | None = None) -> Kernel:
+    """Every kernel here is in-place safe: ``out`` may be any same-shaped input."""
+    return Kernel(fn, dtypes, inplace=True, scratch=scratch)
 
 
 _COMPARISONS = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
@@ -206,31 +264,31 @@ KERNELS: dict[str, Kernel] = {
     **_binary_keys("sub", NUMERIC, _binary_alpha(np.subtract)),
     **_binary_keys("mul", ALL, _binary(np.multiply)),
     **_binary_keys("div", FLOAT, _binary(np.true_divide)),
-    "aten::div.out_mode": Kernel(div_mode, NUMERIC),
-    "aten::div.Scalar_mode_out": Kernel(div_mode, NUMERIC),
-    "aten::maximum.out": Kernel(_binary(np.maximum), ALL),
-    "aten::minimum.out": Kernel(_binary(np.minimum), ALL),
-    **{f"aten::pow.{overload}": Kernel(pow_, NUMERIC)
+    "aten::div.out_mode": _inplace(div_mode, NUMERIC),
+    "aten::div.Scalar_mode_out": _inplace(div_mode, NUMERIC),
+    "aten::maximum.out": _inplace(_binary(np.maximum), ALL),
+    "aten::minimum.out": _inplace(_binary(np.minimum), ALL),
+    **{f"aten::pow.{overload}": _inplace(pow_, NUMERIC)
        for overload in ("Tensor_Scalar_out", "Tensor_Tensor_out", "Scalar_out")},
-    **{f"aten::{name}.{overload}": Kernel(_logical(ufunc), BOOL)
+    **{f"aten::{name}.{overload}": _inplace(_logical(ufunc), BOOL)
        for name, ufunc in _COMPARISONS.items() for overload in ("Scalar_out", "Tensor_out")},
-    **{f"aten::logical_{name}.out": Kernel(_logical(getattr(np, f"logical_{name}")), BOOL)
+    **{f"aten::logical_{name}.out": _inplace(_logical(getattr(np, f"logical_{name}")), BOOL)
        for name in ("and", "or", "xor")},
-    "aten::logical_not.out": Kernel(logical_not, BOOL),
-    **{f"aten::{name}.out": Kernel(_unary(ufunc), FLOAT) for name, ufunc in _FLOAT_UNARY.items()},
-    "aten::neg.out": Kernel(_unary(np.negative), NUMERIC),
-    "aten::abs.out": Kernel(_unary(np.absolute), NUMERIC),
-    "aten::rsqrt.out": Kernel(rsqrt, FLOAT),
-    "aten::erf.out": Kernel(erf, FLOAT),
-    "aten::sigmoid.out": Kernel(sigmoid, FLOAT),
-    "aten::silu.out": Kernel(silu, FLOAT),
-    "aten::gelu.out": Kernel(gelu, FLOAT),
-    "aten::relu.out": Kernel(relu, NUMERIC),
-    "aten::leaky_relu.out": Kernel(leaky_relu, FLOAT),
-    "aten::hardtanh.out": Kernel(hardtanh, FLOAT),
-    "aten::hardsigmoid.out": Kernel(hardsigmoid, FLOAT),
-    "aten::hardswish.out": Kernel(hardswish, FLOAT),
-    "aten::clamp.out": Kernel(clamp, NUMERIC),
-    "aten::clamp.Tensor_out": Kernel(clamp, NUMERIC),
-    "aten::where.self_out": Kernel(where, ALL),
+    "aten::logical_not.out": _inplace(logical_not, BOOL),
+    **{f"aten::{name}.out": _inplace(_unary(ufunc), FLOAT) for name, ufunc in _FLOAT_UNARY.items()},
+    "aten::neg.out": _inplace(_unary(np.negative), NUMERIC),
+    "aten::abs.out": _inplace(_unary(np.absolute), NUMERIC),
+    "aten::rsqrt.out": _inplace(rsqrt, FLOAT),
+    "aten::erf.out": _inplace(erf, FLOAT, like_self(2)),
+    "aten::sigmoid.out": _inplace(sigmoid, FLOAT),
+    "aten::silu.out": _inplace(silu, FLOAT, like_self(1)),
+    "aten::gelu.out": _inplace(gelu, FLOAT, _gelu_scratch),
+    "aten::relu.out": _inplace(relu, NUMERIC),
+    "aten::leaky_relu.out": _inplace(leaky_relu, FLOAT, like_self(1, "bool")),
+    "aten::hardtanh.out": _inplace(hardtanh, FLOAT),
+    "aten::hardsigmoid.out": _inplace(hardsigmoid, FLOAT),
+    "aten::hardswish.out": _inplace(hardswish, FLOAT, like_self(1)),
+    "aten::clamp.out": _inplace(clamp, NUMERIC),
+    "aten::clamp.Tensor_out": _inplace(clamp, NUMERIC),
+    "aten::where.self_out": _inplace(where, ALL, _where_scratch),
 }

@@ -104,7 +104,8 @@ def convolution(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
         raise NotImplementedError("only non-transposed 1-D and 2-D convolution")
     if weight.ndim == 3:  # conv1d as conv2d over a height-1 image
         input, weight, out = input[:, :, None], weight[:, :, None], out[:, :, None]
-        stride, padding, dilation = ((1, *expand_param(v, 1)) for v in (stride, padding, dilation))
+        stride, padding, dilation = ((unit, *expand_param(v, 1)) for unit, v in
+                                     ((1, stride), (0, padding), (1, dilation)))
     win = _Window.of(weight.shape[2:], stride, padding, dilation, out.shape[2:])
     padded = win.pad(input, 0)
     if groups == input.shape[1] == weight.shape[0]:
@@ -121,8 +122,9 @@ def _first_valid(starts: np.ndarray, dilation: int) -> np.ndarray:
 
 
 def max_pool2d_with_indices(self: np.ndarray, kernel_size: IntList, stride: IntList = (),
-                            padding: IntList = 0, dilation: IntList = 1, ceil_mode: bool = False,
-                            *, out: np.ndarray, indices: np.ndarray) -> None:
+                            padding: IntList = (0, 0), dilation: IntList = (1, 1),
+                            ceil_mode: bool = False, *, out: np.ndarray,
+                            indices: np.ndarray) -> None:
     """Max over windows; ``indices`` = flat h*W+w input index of the (first) max, nan wins."""
     del ceil_mode  # the output size (from out.shape) already reflects it
     x, out, indices = _batched(self, out, indices)
@@ -152,7 +154,7 @@ def _pool_counts(win: _Window, axis: int, size: int, count_include_pad: bool) ->
 
 
 def avg_pool2d(self: np.ndarray, kernel_size: IntList, stride: IntList = (),
-               padding: IntList = 0, ceil_mode: bool = False, count_include_pad: bool = True,
+               padding: IntList = (0, 0), ceil_mode: bool = False, count_include_pad: bool = True,
                divisor_override: int | None = None, *, out: np.ndarray) -> None:
     """Window sums (accumulated tap by tap into out) divided per torch's divisor rules."""
     del ceil_mode  # reflected in out.shape

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from runtime_py.kernels import Kernel
-from runtime_py.kernels._common import ALL, FLOAT, NUMERIC, KernelFn, reduce_axes
+from runtime_py.kernels._common import (
+    ALL,
+    FLOAT,
+    NUMERIC,
+    KernelFn,
+    Workspace,
+    reduce_axes,
+    workspace_bytes,
+)
 
 
 def _accumulate(reducer: Callable[..., np.ndarray]) -> KernelFn:
@@ -31,31 +40,47 @@ def _extremum(reducer: Callable[..., np.ndarray]) -> KernelFn:
     return kernel
 
 
-def _shifted_exp(self: np.ndarray, dim: int, out: np.ndarray) -> np.ndarray:
-    """out = exp(x - max); returns the (reduced-size, keepdims) max."""
-    peak = np.max(self, axis=dim, keepdims=True)
-    np.subtract(self, peak, out=out)
-    np.exp(out, out=out)
-    return peak
+def _row_stat(self: np.ndarray, dim: int, ws: Workspace) -> np.ndarray:
+    """A keepdims-shaped (``dim`` reduced) region for the row max / normaliser."""
+    shape = list(self.shape)
+    shape[dim] = 1
+    return ws.take(shape, "float32")
 
 
-def softmax(self: np.ndarray, dim: int, half_to_float: bool, *,
-            out: np.ndarray) -> None:
+def _shifted(self: np.ndarray, dim: int, out: np.ndarray, stat: np.ndarray) -> None:
+    """out = x - max(x) along ``dim`` (max computed into ``stat`` first: out may be self)."""
+    np.max(self, axis=dim, keepdims=True, out=stat)
+    np.subtract(self, stat, out=out)
+
+
+def softmax(self: np.ndarray, dim: int, half_to_float: bool, *, out: np.ndarray,
+            scratch: np.ndarray | None = None) -> None:
     """exp(x - max) / sum(exp(x - max)) along ``dim`` (a fully -inf row gives nan, like torch)."""
     del half_to_float  # float16 inputs are not supported
+    stat = _row_stat(self, dim, Workspace(scratch))
     with np.errstate(invalid="ignore"):
-        _shifted_exp(self, dim, out)
-        np.divide(out, np.sum(out, axis=dim, keepdims=True), out=out)
+        _shifted(self, dim, out, stat)
+        np.exp(out, out=out)
+        np.divide(out, np.sum(out, axis=dim, keepdims=True, out=stat), out=out)
 
 
-def log_softmax(self: np.ndarray, dim: int, half_to_float: bool, *,
-                out: np.ndarray) -> None:
-    """x - max - log(sum(exp(x - max))), recomputing x - max to avoid an out-sized temporary."""
+def log_softmax(self: np.ndarray, dim: int, half_to_float: bool, *, out: np.ndarray,
+                scratch: np.ndarray | None = None) -> None:
+    """x - max - log(sum(exp(x - max))), exp(x - max) in scratch so ``out`` may be ``self``."""
     del half_to_float
+    ws = Workspace(scratch)
+    stat, exp = _row_stat(self, dim, ws), ws.take(out.shape, out.dtype)
     with np.errstate(invalid="ignore", divide="ignore"):
-        peak = _shifted_exp(self, dim, out)
-        log_norm = np.log(np.sum(out, axis=dim, keepdims=True))
-        np.subtract(self, np.add(peak, log_norm, out=peak), out=out)
+        _shifted(self, dim, out, stat)
+        np.exp(out, out=exp)
+        np.log(np.sum(exp, axis=dim, keepdims=True, out=stat), out=stat)
+        np.subtract(out, stat, out=out)
+
+
+def _softmax_scratch(self: np.ndarray, dim: int, log: bool = False, **_: object) -> int:
+    stat = list(np.shape(self))
+    stat[dim] = 1
+    return workspace_bytes((stat, "float32"), *([(np.shape(self), "float32")] if log else []))
 
 
 _mean = _accumulate(np.mean)
@@ -68,6 +93,7 @@ KERNELS: dict[str, Kernel] = {
     "aten::sum.out": Kernel(_sum, NUMERIC),
     "aten::amax.out": Kernel(_extremum(np.amax), ALL),
     "aten::amin.out": Kernel(_extremum(np.amin), ALL),
-    "aten::_softmax.out": Kernel(softmax, FLOAT),
-    "aten::_log_softmax.out": Kernel(log_softmax, FLOAT),
+    "aten::_softmax.out": Kernel(softmax, FLOAT, inplace=True, scratch=_softmax_scratch),
+    "aten::_log_softmax.out": Kernel(log_softmax, FLOAT, inplace=True,
+                                     scratch=functools.partial(_softmax_scratch, log=True)),
 }

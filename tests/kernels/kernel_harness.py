@@ -50,7 +50,7 @@ def random(shape: Sequence[int], dtype: torch.dtype = torch.float32,
     if dtype == torch.bool:
         return torch.randint(0, 2, tuple(shape)).bool()
     if dtype.is_floating_point:
-        return torch.randn(*shape, dtype=dtype) * scale
+        return torch.randn(tuple(shape), dtype=dtype) * scale
     return torch.randint(-5, 6, tuple(shape), dtype=dtype)
 
 
@@ -58,7 +58,7 @@ def _sentinel(expected: torch.Tensor) -> np.ndarray:
     """An out buffer pre-filled with values the kernel must overwrite to pass."""
     ref = expected.numpy()
     if ref.dtype == np.bool_:
-        return np.logical_not(ref)
+        return np.array(np.logical_not(ref))  # np.array: keep 0-d outs arrays
     fill = 1e30 if ref.dtype.kind == "f" else np.iinfo(ref.dtype).min
     return np.full(ref.shape, fill, dtype=ref.dtype)
 
@@ -79,3 +79,10 @@ def check_op(op: torch._ops.OpOverload, *, rtol: float = RTOL, atol: float = ATO
         assert got.dtype == want.numpy().dtype, name
         np.testing.assert_allclose(got, want.numpy(), rtol=rtol, atol=atol, equal_nan=True,
                                    err_msg=name)
+
+
+def coarse(shape: Sequence[int], dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Values in {-3..3} (or random bools): many ties, for comparisons and arg-max."""
+    if dtype == torch.bool:
+        return random(shape, dtype)
+    return torch.randint(-3, 4, tuple(shape)).to(dtype)

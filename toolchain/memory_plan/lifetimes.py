@@ -20,9 +20,12 @@ def buffer_requests(graph: Graph) -> list[BufferRequest]:
     end: dict[str, int] = {}
     for i, node in enumerate(graph.nodes):
         for name in node.outputs:
-            start.setdefault(name, i)
+            start.setdefault(graph.storage_of(name), i)
         for name in node_inputs(node):
-            end[graph.storage_of(name)] = i + 1
+            root = graph.storage_of(name)
+            if graph.tensors[root].kind == "scratch":
+                start.setdefault(root, i)
+            end[root] = i + 1
     for name in graph.outputs:
         end[graph.storage_of(name)] = steps
     return [

@@ -21,6 +21,7 @@ within a wall-clock budget; it never returns a plan worse than greedy.
 from __future__ import annotations
 
 import time
+from bisect import bisect_right
 from collections.abc import Sequence
 
 from .core import align_up
@@ -70,6 +71,12 @@ class _Solver:
             for i in sec:
                 members[i].update(sec)
         self.overlaps = [sorted(m - {i}) for i, m in enumerate(members)]
+        self.bit = [1 << i for i in range(n)]
+        self.member = [sum(self.bit[i] for i in sec) for sec in self.sections]
+        everyone = (1 << n) - 1
+        self.free = [everyone & ~sum(self.bit[j] for j in (*self.overlaps[i], i)) for i in range(n)]
+        self.near_lo = [min([self.sec_lo[j] for j in (*self.overlaps[i], i)]) for i in range(n)]
+        self.near_hi = [max([self.sec_hi[j] for j in (*self.overlaps[i], i)]) for i in range(n)]
         self.totals = [sum(sizes[i] for i in sec) for sec in self.sections]
         width = [e - s for s, e in zip(starts, ends, strict=True)]
         keys = {
@@ -144,16 +151,24 @@ class _Solver:
         if not todo:
             return True
         todo.sort(key=lambda i: (min_off[i], rank[i]))
+        lows = [min_off[i] for i in todo]
+        prefix = [0]
+        bit = self.bit
+        for i in todo:
+            prefix.append(prefix[-1] | bit[i])
+        self.lows, self.prefix = lows, prefix
         min_height = min([min_off[i] + size[i] for i in todo])
+        # Offsets never decrease along a branch, so every section needs room above the offset.
+        top = min(self.capacity - max(self.total[lo:hi]) + 1, min_height)
         for i in todo:
             o = min_off[i]
-            if o >= min_height:
+            if o >= top:
                 break
             if o < last_off or (o == last_off and rank[i] < last_rank):
                 continue
-            undo = self._place(i, o)
-            found = self._check(lo, hi, o) and self._descend(lo, hi, todo, i, o)
-            self._unplace(i, undo)
+            moved = self._place(i, o)
+            found = self._fits(lo, hi, i, o, lows, prefix) and self._descend(lo, hi, todo, i, o)
+            self._unplace(i, moved)
             if found:
                 return True
         return False
@@ -176,9 +191,10 @@ class _Solver:
             for k in span:
                 cuts[k] += 1
 
-    def _place(self, i: int, o: int) -> tuple[list[tuple[int, int]], list[int], list[tuple[int, int]]]:
-        """Place ``i`` at ``o``; update min offsets and section floors/totals; return undo log."""
-        off, min_off, align, floor, total = self.off, self.min_off, self.align, self.floor, self.total
+    def _place(self, i: int, o: int) -> list[tuple[int, int]]:
+        """Place ``i`` at ``o``: raise the min offsets of unplaced overlapping buffers above it
+        and take it out of its sections' unplaced totals. Returns the (buffer, old min) log."""
+        off, min_off, align, total = self.off, self.min_off, self.align, self.total
         off[i] = o
         height = o + self.size[i]
         moved = []
@@ -186,43 +202,31 @@ class _Solver:
             if off[j] < 0 and min_off[j] < height:
                 moved.append((j, min_off[j]))
                 min_off[j] = align_up(height, align[j])
-        lo, hi = self.sec_lo[i], self.sec_hi[i]
-        saved = floor[lo:hi]
-        floor[lo:hi] = [height] * (hi - lo)
         s = self.size[i]
-        for k in range(lo, hi):
+        for k in range(self.sec_lo[i], self.sec_hi[i]):
             total[k] -= s
-        raised = []
-        affected = {k for j, _ in moved for k in range(self.sec_lo[j], self.sec_hi[j])}
-        for k in affected:
-            lowest = min([min_off[j] for j in self.sections[k] if off[j] < 0])
-            if floor[k] < lowest:
-                raised.append((k, floor[k]))
-                floor[k] = lowest
-        return moved, saved, raised
+        return moved
 
-    def _unplace(self, i: int, undo: tuple) -> None:
-        moved, saved, raised = undo
-        floor, total, min_off = self.floor, self.total, self.min_off
-        for k, f in reversed(raised):
-            floor[k] = f
-        lo, hi = self.sec_lo[i], self.sec_hi[i]
-        floor[lo:hi] = saved
-        s = self.size[i]
-        for k in range(lo, hi):
+    def _fits(self, lo: int, hi: int, i: int, o: int, lows: list[int], prefix: list[int]) -> bool:
+        """Section inference around ``i``: in each section, the lowest offset an unplaced member
+        can now take plus the unplaced bytes must fit the capacity. ``lows`` are the min offsets
+        before placing ``i`` in ascending order, ``prefix[p]`` the bitset of the first p buffers;
+        buffers overlapping ``i`` now sit above ``o + size`` and the others did not move."""
+        total, cap, member, free = self.total, self.capacity, self.member, self.free[i]
+        height = o + self.size[i]
+        for k in range(max(lo, self.near_lo[i]), min(hi, self.near_hi[i])):
+            room = cap - total[k]
+            if height > room and not prefix[bisect_right(lows, room)] & member[k] & free:
+                return False
+        return True
+
+    def _unplace(self, i: int, moved: list[tuple[int, int]]) -> None:
+        min_off, total, s = self.min_off, self.total, self.size[i]
+        for k in range(self.sec_lo[i], self.sec_hi[i]):
             total[k] += s
         for j, m in moved:
             min_off[j] = m
         self.off[i] = -1
-
-    def _check(self, lo: int, hi: int, o: int) -> bool:
-        """Section inference: max(floor, o) + unplaced bytes fits the capacity everywhere."""
-        cap, floor, total = self.capacity, self.floor, self.total
-        for k in range(lo, hi):
-            f = floor[k]
-            if (f if f > o else o) + total[k] > cap:
-                return False
-        return True
 
 
 def search_offsets(

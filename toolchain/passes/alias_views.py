@@ -3,6 +3,8 @@
 Rewrites: every view op (view/reshape/permute/expand/slice/select/squeeze/split/...) is removed;
     its output tensor gets ``view_of`` (the root storage), element ``strides`` and ``offset``. A
     reshape of data that cannot be described by strides gets a contiguous ``aten::clone`` first.
+    A ``clone`` of data already contiguous in NEE's layout is an alias too (graphs are
+    functional, and in-place reuse later checks every reader of a storage).
 Requires: captured graph (functional ATen ops).
 Ensures: "views_aliased": no view op remains; every view points at a root storage and fits in it.
 """
@@ -21,7 +23,7 @@ def alias_views(graph: Graph) -> Graph:
     """Apply the rewrite described in the module docstring."""
     nodes: list[Node] = []
     for node in graph.nodes:
-        rule = VIEW_RULES.get(node.op)
+        rule = VIEW_RULES.get(node.op) or ALIAS_IF_CONTIGUOUS.get(node.op)
         if rule is None:
             nodes.append(node)
             continue
@@ -80,6 +82,11 @@ def reshape_strides(shape: tuple[int, ...], strides: tuple[int, ...],
 def _reshape(base: Tensor, node: Node, outs: list[Tensor]) -> list[Layout] | None:
     strides = reshape_strides(base.shape, base.element_strides(), outs[0].shape)
     return None if strides is None else [(strides, 0)]
+
+
+def _clone(base: Tensor, node: Node, outs: list[Tensor]) -> list[Layout] | None:
+    contiguous = base.element_strides() == contiguous_strides(base.shape)
+    return [(contiguous_strides(base.shape), 0)] if contiguous else None
 
 
 def _permute(base: Tensor, node: Node, outs: list[Tensor]) -> list[Layout]:
@@ -163,3 +170,5 @@ VIEW_RULES: dict[str, ViewRule] = {
     "aten::unbind.int": _unbind,
     "aten::as_strided.default": _as_strided,
 }
+# Copies that become aliases when their input's layout allows it (else they stay copies).
+ALIAS_IF_CONTIGUOUS: dict[str, ViewRule] = {"aten::clone.default": _clone}

@@ -1,0 +1,107 @@
+"""Median latency of the NEE numpy runtime vs torch eager, per model, at 1 and 2 threads.
+
+Usage: python bench/latency.py [--models a,b] [--runs N] [--profile]
+Each thread count runs in a fresh subprocess (BLAS/OpenMP thread pools are fixed at start-up),
+with NEE and torch eager measured in that same process on the same inputs. Prints the ratio
+NEE / torch (lower is better; the target is <= 1.5 on mobilenet_v2, resnet18 and transformer) and,
+with --profile, the per-op breakdown of the slowest model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MODELS = ["mlp", "cnn", "mobilenet_v2", "mobilenet_v3_small", "resnet18", "transformer", "gru"]
+THREADS = (1, 2)
+
+
+def _median_ms(fn, runs: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+def measure(models: list[str], runs: int, threads: int) -> list[dict]:
+    """In this process: export each model, then time NEE and torch eager alternately."""
+    import torch
+
+    from runtime_py.program import Program
+    from toolchain.export import export
+    from toolchain.serialize.bundle import write_bundle
+
+    torch.set_num_threads(threads)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in models:
+            spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / f"{name}.py")
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            model, inputs = module.Model().eval(), module.example_inputs()
+            write_bundle(export(model, inputs, name=name), Path(tmp) / f"{name}.nee")
+            program = Program.load(Path(tmp) / f"{name}.nee")
+            arrays = [t.numpy() for t in inputs]
+            with torch.no_grad():
+                torch_ms = _median_ms(lambda m=model, i=inputs: m(*i), runs)
+            nee_ms = _median_ms(lambda p=program, a=arrays: p.run(*a), runs)
+            profile = [(call.op, t) for call, t in program.profile(*arrays)]
+            rows.append({"model": name, "threads": threads, "nee_ms": nee_ms,
+                         "torch_ms": torch_ms, "profile": profile})
+    return rows
+
+
+def _run_child(models: list[str], runs: int, threads: int) -> list[dict]:
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
+               MKL_NUM_THREADS=str(threads))
+    done = subprocess.run(
+        [sys.executable, __file__, "--child", str(threads), "--models", ",".join(models),
+         "--runs", str(runs)], env=env, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _print_profile(row: dict) -> None:
+    total = sum(t for _, t in row["profile"]) or 1e-12
+    per_op: dict[str, float] = {}
+    for op, t in row["profile"]:
+        per_op[op] = per_op.get(op, 0.0) + t
+    print(f"\nper-op breakdown, {row['model']} at {row['threads']} thread(s):")
+    for op, t in sorted(per_op.items(), key=lambda kv: -kv[1]):
+        print(f"  {op:40s} {t * 1e3:8.3f} ms {t / total:6.1%}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    models = args.models.split(",")
+    if args.child:
+        print(json.dumps(measure(models, args.runs, args.child)))
+        return
+    rows = [row for n in THREADS for row in _run_child(models, args.runs, n)]
+    print(f"{'model':20s} {'threads':>7s} {'NEE ms':>9s} {'torch ms':>9s} {'NEE/torch':>9s}")
+    for row in rows:
+        ratio = row["nee_ms"] / row["torch_ms"]
+        print(f"{row['model']:20s} {row['threads']:7d} {row['nee_ms']:9.3f} "
+              f"{row['torch_ms']:9.3f} {ratio:9.2f}")
+    if args.profile:
+        _print_profile(max(rows, key=lambda r: r["nee_ms"] / r["torch_ms"]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,236 @@
+"""Elementwise kernels vs. torch: shapes, broadcasting, layouts, dtypes, scalar operands."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from kernel_harness import LAYOUTS, check_op, coarse, random, with_layout
+
+aten = torch.ops.aten
+
+# (self shape, other shape): equal, trailing broadcast, two-sided broadcast, 0-d.
+BROADCAST = [((3, 4), (3, 4)), ((2, 3, 4), (4,)), ((2, 1, 4), (3, 1)), ((5,), ())]
+ARITH = {"add": aten.add.Tensor, "sub": aten.sub.Tensor, "mul": aten.mul.Tensor,
+         "maximum": aten.maximum.default, "minimum": aten.minimum.default}
+DTYPES = [torch.float32, torch.int64, torch.bool]
+
+
+def _supported(name: str, dtype: torch.dtype) -> bool:
+    return not (dtype == torch.bool and name == "sub")
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("shape_a", "shape_b"), BROADCAST)
+@pytest.mark.parametrize("name", sorted(ARITH))
+def test_binary_arithmetic(name: str, shape_a: tuple[int, ...], shape_b: tuple[int, ...],
+                           dtype: torch.dtype, layout: str) -> None:
+    if not _supported(name, dtype):
+        pytest.skip(f"torch has no {name} for {dtype}")
+    a = with_layout(random(shape_a, dtype), layout)
+    check_op(ARITH[name], self=a, other=random(shape_b, dtype))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize(("shape_a", "shape_b"), BROADCAST)
+def test_div(shape_a: tuple[int, ...], shape_b: tuple[int, ...], layout: str) -> None:
+    b = random(shape_b)
+    b = b + torch.where(b < 0, -0.5, 0.5)  # keep away from zero
+    check_op(aten.div.Tensor, self=with_layout(random(shape_a), layout), other=b)
+
+
+@pytest.mark.parametrize("op", [aten.add.Tensor, aten.sub.Tensor, aten.add.Scalar,
+                                aten.sub.Scalar])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+@pytest.mark.parametrize("alpha", [1, 2, -3])
+def test_alpha(op: torch._ops.OpOverload, dtype: torch.dtype, alpha: int) -> None:
+    other = random((4,), dtype) if "Tensor" in str(op) else 3
+    check_op(op, self=random((2, 4), dtype), other=other, alpha=alpha)
+
+
+@pytest.mark.parametrize("op", [aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor,
+                                aten.div.Tensor, aten.add.Scalar, aten.mul.Scalar,
+                                aten.div.Scalar, aten.sub.Scalar])
+@pytest.mark.parametrize(("dtype", "scalar"), [(torch.float32, 1), (torch.float32, 0.25),
+                                               (torch.int64, 3), (torch.int64, 2.5),
+                                               (torch.bool, 2)])
+def test_python_scalar_operand(op: torch._ops.OpOverload, dtype: torch.dtype,
+                               scalar: float) -> None:
+    """A scalar in a Tensor or Scalar slot (``x + 1`` exports as add.Tensor(x, 1))."""
+    if dtype == torch.bool and ("sub" in str(op) or "div" in str(op)):
+        pytest.skip("no bool sub; bool div is plain float division, covered elsewhere")
+    check_op(op, self=random((3, 4), dtype), other=scalar)
+
+
+def test_scalar_self() -> None:
+    """``1 - z`` exports as sub.Tensor(1, z)."""
+    check_op(aten.sub.Tensor, self=1, other=random((2, 3)))
+
+
+@pytest.mark.parametrize(("a_dtype", "b_dtype"), [(torch.float32, torch.int64),
+                                                  (torch.int64, torch.float32),
+                                                  (torch.bool, torch.float32),
+                                                  (torch.bool, torch.int64)])
+@pytest.mark.parametrize("op", [aten.add.Tensor, aten.mul.Tensor, aten.div.Tensor])
+def test_type_promotion(op: torch._ops.OpOverload, a_dtype: torch.dtype,
+                        b_dtype: torch.dtype) -> None:
+    b = random((3, 4), b_dtype)
+    b = torch.where(b == 0, torch.ones_like(b), b) if op is aten.div.Tensor else b
+    check_op(op, self=random((3, 4), a_dtype), other=b)
+
+
+@pytest.mark.parametrize("mode", [None, "trunc", "floor"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+@pytest.mark.parametrize("scalar", [False, True])
+def test_div_rounding_mode(mode: str | None, dtype: torch.dtype, scalar: bool) -> None:
+    a = random((4, 5), dtype, scale=10)
+    if scalar:
+        check_op(aten.div.Scalar_mode, self=a, other=-3, rounding_mode=mode)
+    else:
+        b = random((5,), dtype, scale=3)
+        b = torch.where(b == 0, torch.full_like(b, 2), b)
+        check_op(aten.div.Tensor_mode, self=a, other=b, rounding_mode=mode)
+
+
+COMPARISONS = ["eq", "ne", "lt", "le", "gt", "ge"]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("shape_a", "shape_b"), BROADCAST)
+@pytest.mark.parametrize("name", COMPARISONS)
+def test_compare_tensor(name: str, shape_a: tuple[int, ...], shape_b: tuple[int, ...],
+                        dtype: torch.dtype) -> None:
+    a = with_layout(coarse(shape_a, dtype), "transposed")
+    check_op(getattr(aten, name).Tensor, self=a, other=coarse(shape_b, dtype))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+@pytest.mark.parametrize("scalar", [0, 1, -0.5])
+@pytest.mark.parametrize("name", COMPARISONS)
+def test_compare_scalar(name: str, scalar: float, dtype: torch.dtype) -> None:
+    check_op(getattr(aten, name).Scalar, self=coarse((3, 5), dtype), other=scalar)
+
+
+@pytest.mark.parametrize("name", ["and", "or", "xor"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_logical_binary(name: str, dtype: torch.dtype) -> None:
+    a = coarse((3, 4), dtype)
+    check_op(getattr(aten, f"logical_{name}").default, self=a, other=coarse((4,), dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_logical_not(dtype: torch.dtype, layout: str) -> None:
+    check_op(aten.logical_not.default, self=with_layout(coarse((3, 4), dtype), layout))
+
+
+# name -> (op, input transform making the input valid for the op).
+FLOAT_UNARY = {
+    "exp": (aten.exp.default, None), "tanh": (aten.tanh.default, None),
+    "log": (aten.log.default, torch.abs), "sqrt": (aten.sqrt.default, torch.abs),
+    "rsqrt": (aten.rsqrt.default, torch.abs), "reciprocal": (aten.reciprocal.default, None),
+    "sigmoid": (aten.sigmoid.default, None), "erf": (aten.erf.default, None),
+    "silu": (aten.silu.default, None), "relu": (aten.relu.default, None),
+    "hardsigmoid": (aten.hardsigmoid.default, None),
+    "hardswish": (aten.hardswish.default, None), "neg": (aten.neg.default, None),
+    "abs": (aten.abs.default, None), "leaky_relu": (aten.leaky_relu.default, None),
+}
+SHAPES = [(7,), (3, 5), (2, 3, 4, 5)]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("name", sorted(FLOAT_UNARY))
+def test_unary(name: str, shape: tuple[int, ...], layout: str) -> None:
+    op, valid = FLOAT_UNARY[name]
+    x = random(shape, scale=4)
+    check_op(op, self=with_layout(valid(x) if valid else x, layout))
+
+
+@pytest.mark.parametrize("name", ["exp", "sigmoid", "tanh", "erf", "reciprocal", "log", "sqrt"])
+def test_unary_special_values(name: str) -> None:
+    """Overflow, zero, infinities and nan (e.g. sigmoid(-100) -> 0, not an exp overflow)."""
+    x = torch.tensor([-100.0, -30.0, -0.0, 0.0, 30.0, 100.0, float("inf"), -float("inf"),
+                      float("nan"), 1e-30])
+    check_op(FLOAT_UNARY[name][0], self=x)
+
+
+@pytest.mark.parametrize("name", ["exp", "sigmoid", "tanh", "sqrt"])
+def test_unary_int_input(name: str) -> None:
+    """Float ops on int64 inputs produce float32."""
+    check_op(FLOAT_UNARY[name][0], self=random((3, 4), torch.int64).abs())
+
+
+@pytest.mark.parametrize("name", ["relu", "neg", "abs"])
+def test_unary_int(name: str) -> None:
+    check_op(FLOAT_UNARY[name][0], self=random((3, 4), torch.int64))
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_gelu(approximate: str, layout: str) -> None:
+    x = torch.cat([random((200,), scale=4), torch.tensor([-12.0, -5.0, 0.0, 5.0, 12.0])])
+    check_op(aten.gelu.default, self=with_layout(x.reshape(5, 41), layout),
+             approximate=approximate)
+
+
+@pytest.mark.parametrize("slope", [0.01, 0.2, -0.5, 2.0])
+def test_leaky_relu_slope(slope: float) -> None:
+    check_op(aten.leaky_relu.default, self=random((4, 6)), negative_slope=slope)
+
+
+@pytest.mark.parametrize(("lo", "hi"), [(-1.0, 1.0), (0.0, 6.0), (-0.5, 0.25)])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_hardtanh(lo: float, hi: float, layout: str) -> None:
+    x = with_layout(random((4, 6), scale=4), layout)
+    check_op(aten.hardtanh.default, self=x, min_val=lo, max_val=hi)
+
+
+@pytest.mark.parametrize(("lo", "hi"), [(0, None), (None, 6), (-1.5, 2.5), (3, -3)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_clamp_scalar(lo: float | None, hi: float | None, dtype: torch.dtype) -> None:
+    if dtype == torch.int64 and isinstance(lo, float):
+        pytest.skip("float bounds promote an int clamp in torch")
+    x = random((4, 6), dtype, scale=4)
+    check_op(aten.clamp.default, self=x, min=lo, max=hi)
+
+
+def test_clamp_nan_propagates() -> None:
+    check_op(aten.clamp.default, self=torch.tensor([float("nan"), -9.0, 9.0]), min=-1, max=1)
+
+
+@pytest.mark.parametrize("bounds", ["min", "max", "both"])
+def test_clamp_tensor(bounds: str) -> None:
+    lo = random((6,)) - 1 if bounds != "max" else None
+    hi = random((4, 1)) + 1 if bounds != "min" else None
+    check_op(aten.clamp.Tensor, self=random((4, 6), scale=3), min=lo, max=hi)
+
+
+@pytest.mark.parametrize("exponent", [2, 3, 0.5, -1, 0, 2.5])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_pow_tensor_scalar(exponent: float, dtype: torch.dtype) -> None:
+    if dtype == torch.int64 and exponent == -1:
+        pytest.skip("torch rejects negative integer powers of integers")
+    x = random((3, 5), dtype, scale=2).abs() + (0.1 if dtype.is_floating_point else 0)
+    check_op(aten.pow.Tensor_Scalar, self=with_layout(x, "transposed"), exponent=exponent)
+
+
+def test_pow_tensor_tensor() -> None:
+    base = random((3, 4)).abs() + 0.1
+    check_op(aten.pow.Tensor_Tensor, self=base, exponent=random((4,)))
+
+
+@pytest.mark.parametrize("base", [2.0, 3])
+def test_pow_scalar_base(base: float) -> None:
+    check_op(aten.pow.Scalar, self=base, exponent=random((3, 4)))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("cond_shape", "a_shape", "b_shape"),
+                         [((3, 4), (3, 4), (3, 4)), ((4, 4), (), (1, 2, 4, 4)),
+                          ((1, 4), (3, 1), (4,))])
+def test_where(cond_shape: tuple[int, ...], a_shape: tuple[int, ...],
+               b_shape: tuple[int, ...], dtype: torch.dtype) -> None:
+    cond = with_layout(random(cond_shape, torch.bool), "transposed")
+    check_op(aten.where.self, condition=cond, self=random(a_shape, dtype),
+             other=random(b_shape, dtype))

@@ -1,0 +1,134 @@
+"""Convolution, pooling, normalisation and embedding kernels vs. torch.
+
+Convolution uses rtol 1e-4 / atol 1e-5 (like matmul): the C*KH*KW-term dot products are
+summed in a different order than torch's (mkldnn) kernels, so float32 rounding differs.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from kernel_harness import check_op, coarse, random, with_layout
+
+aten = torch.ops.aten
+CONV_TOL = {"rtol": 1e-4, "atol": 1e-5}
+
+# (input shape, weight shape, stride, padding, dilation, groups)
+CONV_CASES = {
+    "3x3": ((2, 3, 9, 9), (8, 3, 3, 3), [1, 1], [1, 1], [1, 1], 1),
+    "stride2-asym": ((1, 4, 10, 7), (6, 4, 3, 2), [2, 1], [1, 0], [1, 1], 1),
+    "dilated": ((1, 3, 12, 12), (4, 3, 3, 3), [1, 1], [2, 2], [2, 2], 1),
+    "7x7-stem": ((1, 3, 32, 32), (16, 3, 7, 7), [2, 2], [3, 3], [1, 1], 1),
+    "1x1": ((2, 16, 5, 5), (24, 16, 1, 1), [1, 1], [0, 0], [1, 1], 1),
+    "1x1-stride2": ((1, 16, 8, 8), (8, 16, 1, 1), [2, 2], [0, 0], [1, 1], 1),
+    "grouped": ((1, 8, 7, 7), (12, 2, 3, 3), [1, 1], [1, 1], [1, 1], 4),
+    "depthwise": ((2, 6, 9, 9), (6, 1, 3, 3), [1, 1], [1, 1], [1, 1], 6),
+    "depthwise-s2-5x5": ((1, 8, 11, 11), (8, 1, 5, 5), [2, 2], [2, 2], [1, 1], 8),
+    "depthwise-dilated": ((1, 4, 10, 10), (4, 1, 3, 3), [1, 1], [2, 2], [2, 2], 4),
+    "depth-multiplier": ((1, 4, 6, 6), (8, 1, 3, 3), [1, 1], [1, 1], [1, 1], 4),
+    "conv1d": ((2, 4, 20), (6, 4, 5), [1], [2], [1], 1),
+    "conv1d-strided-dilated": ((1, 3, 17), (5, 3, 3), [2], [1], [3], 1),
+    "conv1d-depthwise": ((1, 6, 16), (6, 1, 3), [1], [1], [1], 6),
+}
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+@pytest.mark.parametrize("case", sorted(CONV_CASES))
+def test_convolution(case: str, layout: str, bias: bool) -> None:
+    x_shape, w_shape, stride, padding, dilation, groups = CONV_CASES[case]
+    check_op(aten.convolution.default, input=with_layout(random(x_shape), layout),
+             weight=random(w_shape), bias=random((w_shape[0],)) if bias else None,
+             stride=stride, padding=padding, dilation=dilation, transposed=False,
+             output_padding=[0] * len(stride), groups=groups, **CONV_TOL)
+
+
+def test_transposed_convolution_not_implemented() -> None:
+    with pytest.raises(NotImplementedError):
+        check_op(aten.convolution.default, input=random((1, 2, 4, 4)),
+                 weight=random((2, 2, 3, 3)), bias=None, stride=[1, 1], padding=[0, 0],
+                 dilation=[1, 1], transposed=True, output_padding=[0, 0], groups=1)
+
+
+# (input shape, kernel, stride, padding, dilation, ceil_mode)
+MAX_POOL_CASES = {
+    "2x2": ((1, 3, 8, 8), [2, 2], [2, 2], [0, 0], [1, 1], False),
+    "resnet-stem": ((2, 4, 11, 11), [3, 3], [2, 2], [1, 1], [1, 1], False),
+    "ceil": ((1, 2, 7, 9), [3, 2], [2, 2], [0, 1], [1, 1], True),
+    "dilated": ((1, 2, 10, 10), [3, 3], [1, 1], [1, 1], [2, 2], False),
+    "default-stride": ((1, 2, 6, 6), [3, 3], [], [0, 0], [1, 1], False),
+    "unbatched": ((3, 6, 6), [2, 2], [1, 1], [1, 1], [1, 1], True),
+}
+
+
+@pytest.mark.parametrize("values", ["random", "ties"])
+@pytest.mark.parametrize("case", sorted(MAX_POOL_CASES))
+def test_max_pool2d_with_indices(case: str, values: str) -> None:
+    """Values and int64 flat indices; ties pick the first max in window order, as torch."""
+    shape, kernel, stride, padding, dilation, ceil_mode = MAX_POOL_CASES[case]
+    x = random(shape) if values == "random" else coarse(shape)
+    check_op(aten.max_pool2d_with_indices.default, self=with_layout(x, "transposed"),
+             kernel_size=kernel, stride=stride, padding=padding, dilation=dilation,
+             ceil_mode=ceil_mode)
+
+
+def test_max_pool2d_nan_and_neg_inf() -> None:
+    x = random((1, 1, 4, 4))
+    x[0, 0, 0, 1] = float("nan")
+    x[0, 0, 2:, 2:] = float("-inf")
+    check_op(aten.max_pool2d_with_indices.default, self=x, kernel_size=[2, 2], stride=[2, 2],
+             padding=[1, 1])
+
+
+# (input shape, kernel, stride, padding, ceil_mode)
+AVG_POOL_CASES = {
+    "2x2": ((1, 3, 8, 8), [2, 2], [2, 2], [0, 0], False),
+    "3x3-pad": ((2, 2, 7, 7), [3, 3], [2, 2], [1, 1], False),
+    "ceil": ((1, 2, 7, 8), [3, 3], [2, 2], [1, 0], True),
+    "default-stride": ((1, 2, 6, 6), [3, 2], [], [0, 0], False),
+    "unbatched": ((2, 5, 5), [2, 2], [2, 2], [1, 1], True),
+}
+
+
+@pytest.mark.parametrize("divisor_override", [None, 3])
+@pytest.mark.parametrize("count_include_pad", [True, False])
+@pytest.mark.parametrize("case", sorted(AVG_POOL_CASES))
+def test_avg_pool2d(case: str, count_include_pad: bool, divisor_override: int | None) -> None:
+    shape, kernel, stride, padding, ceil_mode = AVG_POOL_CASES[case]
+    check_op(aten.avg_pool2d.default, self=with_layout(random(shape), "strided"),
+             kernel_size=kernel, stride=stride, padding=padding, ceil_mode=ceil_mode,
+             count_include_pad=count_include_pad, divisor_override=divisor_override)
+
+
+@pytest.mark.parametrize("affine", [True, False])
+@pytest.mark.parametrize("shape", [(4, 3), (2, 3, 5), (2, 3, 4, 4)])
+def test_batch_norm_no_training(shape: tuple[int, ...], affine: bool) -> None:
+    """out0 normalised; out1/out2 are the (0,)-shaped saved stats torch returns in eval."""
+    c = shape[1]
+    check_op(aten._native_batch_norm_legit_no_training.default,
+             input=with_layout(random(shape), "transposed"),
+             weight=random((c,)) if affine else None, bias=random((c,)) if affine else None,
+             running_mean=random((c,)), running_var=random((c,)).abs() + 0.5,
+             momentum=0.1, eps=1e-5)
+
+
+@pytest.mark.parametrize("affine", [True, False])
+@pytest.mark.parametrize(("shape", "normalized"), [((2, 5, 16), [16]), ((32, 128), [128]),
+                                                   ((2, 3, 4, 5), [4, 5])])
+def test_native_layer_norm(shape: tuple[int, ...], normalized: list[int], affine: bool) -> None:
+    """out0 normalised, out1 the mean and out2 the rstd (keepdims-shaped)."""
+    x = with_layout(random(shape, scale=3) + 1, "strided")
+    check_op(aten.native_layer_norm.default, input=x, normalized_shape=normalized,
+             weight=random(normalized) if affine else None,
+             bias=random(normalized) if affine else None, eps=1e-5)
+
+
+@pytest.mark.parametrize("indices_shape", [(5,), (2, 7), ()])
+def test_embedding(indices_shape: tuple[int, ...]) -> None:
+    indices = torch.randint(0, 10, indices_shape)
+    check_op(aten.embedding.default, weight=random((10, 4)), indices=indices)
+
+
+def test_embedding_out_of_range() -> None:
+    with pytest.raises(IndexError):
+        check_op(aten.embedding.default, weight=random((3, 2)), indices=torch.tensor([0, 3]))

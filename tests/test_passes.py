@@ -1,0 +1,154 @@
+"""Graph passes: each rewrite is checked on small models, end to end against torch."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from runtime_py.kernels import KERNELS
+from runtime_py.program import Program
+from toolchain.errors import ExportError
+from toolchain.export import export
+from toolchain.ir import Node, Ref
+from toolchain.passes.alias_views import reshape_strides
+from toolchain.pipeline import PASSES
+from toolchain.serialize.bundle import write_bundle
+from toolchain.verify import VerifyError, verify
+
+
+def run_both(model: nn.Module, *inputs: torch.Tensor, tmp_path):
+    """Export and run ``model``; return (result, NEE outputs, torch outputs)."""
+    model = model.eval()
+    with torch.no_grad():
+        want = model(*inputs)
+    result = export(model, inputs)
+    write_bundle(result, tmp_path / "m.nee")
+    got = Program.load(tmp_path / "m.nee").run(*[t.numpy() for t in inputs])
+    want = list(want) if isinstance(want, (tuple, list)) else [want]
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w.numpy(), rtol=1e-5, atol=1e-6)
+    return result
+
+
+SHAPES = [(2, 3, 4), (1, 3, 1, 4), (4, 1, 6), (2, 2, 2, 2)]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_reshape_strides_agree_with_torch(shape):
+    for perm in itertools.permutations(range(len(shape))):
+        t = torch.empty(shape).permute(perm)
+        numel = t.numel()
+        for new in [(numel,), (t.shape[0], -1), (-1, t.shape[-1]), (1, numel, 1)]:
+            target = tuple(torch.empty(numel).view(new).shape)
+            try:
+                want = t.view(target).stride()
+            except RuntimeError:
+                want = None
+            assert reshape_strides(tuple(t.shape), t.stride(), target) == want, (perm, new)
+
+
+class Views(nn.Module):
+    def forward(self, x):
+        a = x.permute(0, 2, 1)  # non-contiguous view
+        b = a.reshape(2, -1)  # needs a copy: not expressible as strides
+        c = x[:, 1:3, ::2] + x.select(1, 0)[:, :3].unsqueeze(1).expand(2, 2, 3)
+        d, e = torch.split(x, [1, 3], dim=1)
+        return b * 2, c, d.flatten(), e.sum(1), x.transpose(0, 2), torch.relu(x).clone()
+
+
+def test_views_alias_and_copy_only_when_needed(tmp_path):
+    result = run_both(Views(), torch.randn(2, 4, 6), tmp_path=tmp_path)
+    ops = [n.op for n in result.graph.nodes]
+    # Only the reshapes of non-contiguous data (the permute, the split slice) copy; the clone
+    # of contiguous relu(x) is an alias.
+    assert ops.count("aten::clone.out") == 2
+    assert sum(t.view_of is not None for t in result.graph.tensors.values()) >= 6
+
+
+class ConvBn(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.bn.running_mean.uniform_(-1, 1)
+        self.bn.running_var.uniform_(0.5, 2)
+        self.bn.weight.data.uniform_(0.5, 2)
+        self.lin = nn.Linear(8, 4)
+
+    def forward(self, x):
+        y = torch.relu(self.bn(self.conv(x))).mean((2, 3))
+        return self.lin(y) + self.lin.weight.t().sum(0)  # a constant-only subexpression
+
+
+def test_batchnorm_folds_and_constants_fold(tmp_path):
+    result = run_both(ConvBn(), torch.randn(1, 3, 8, 8), tmp_path=tmp_path)
+    ops = [n.op for n in result.graph.nodes]
+    assert not any("batch_norm" in op for op in ops)
+    assert not any(op.startswith("aten::sum") for op in ops)  # folded at export
+    weights = [t for t in result.graph.tensors.values() if t.kind == "const" and t.view_of]
+    assert all(0 in t.element_strides() for t in weights)  # only broadcasts stay views
+
+
+def test_activation_fuses_into_conv(tmp_path):
+    if "nee::convolution_act.out" not in KERNELS:
+        pytest.skip("fused conv kernel not registered")
+    result = run_both(ConvBn(), torch.randn(1, 3, 8, 8), tmp_path=tmp_path)
+    ops = [n.op for n in result.graph.nodes]
+    assert "nee::convolution_act.out" in ops and "aten::relu.out" not in ops
+
+
+class Residual(nn.Module):
+    def forward(self, x):
+        y = torch.sigmoid(x) * 3
+        z = torch.tanh(y) + y
+        return torch.relu(z - 1)
+
+
+def test_inplace_reuse_shrinks_the_plan(tmp_path):
+    if not any(k.inplace for k in KERNELS.values()):
+        pytest.skip("no in-place kernels registered")
+    result = run_both(Residual(), torch.randn(64, 64), tmp_path=tmp_path)
+    aliases = [t for t in result.graph.tensors.values()
+               if t.view_of and t.kind == "activation"]
+    assert aliases
+    assert len(result.requests) < len(result.graph.nodes) + 1
+
+
+class Bessel(nn.Module):
+    def forward(self, x):
+        return torch.special.bessel_j0(x) + 1
+
+
+def test_unsupported_op_names_op_source_line_and_close_ops():
+    assert "aten::special_bessel_j0.out" not in KERNELS
+    with pytest.raises(ExportError) as info:
+        export(Bessel(), (torch.randn(3),))
+    message = str(info.value)
+    assert "aten::special_bessel_j0.out" in message
+    assert "test_passes.py:" in message and "bessel_j0(x)" in message
+    assert "supported ops close to it" in message
+
+
+def test_verifier_catches_broken_graphs():
+    result = export(nn.Linear(4, 2), (torch.randn(1, 4),))
+    graph = result.graph
+    graph.nodes.insert(0, Node("aten::relu.out", {"self": Ref(graph.outputs[0]),
+                                                  "out": Ref("ghost")}, ["ghost"], "", ["out"]))
+    with pytest.raises(VerifyError, match="unknown tensors"):
+        verify(graph)
+    graph.nodes[0].outputs, graph.nodes[0].args["out"] = [graph.inputs[0]], Ref(graph.inputs[0])
+    with pytest.raises(VerifyError, match="before it is written"):
+        verify(graph)
+
+
+def test_pipeline_is_one_literal_list_of_documented_passes():
+    names = [p.__name__ for p in PASSES]
+    assert names[0] == "fold_batchnorm" and names[-1] == "check_supported"
+    for p in PASSES:
+        doc = (p.__module__ and __import__(p.__module__, fromlist=["_"]).__doc__) or ""
+        assert all(word in doc for word in ("Rewrites:", "Requires:", "Ensures:")), p.__name__

@@ -1,0 +1,43 @@
+"""Pass: give kernels that need a workspace (im2col columns, padded input) a planned scratch.
+
+Rewrites: for every node whose kernel declares ``Kernel.scratch``, asks it for the bytes it needs
+    for this call's shapes and adds a ``scratch`` argument: a uint8 tensor of kind "scratch",
+    planned in the arena like any activation and live only during that node.
+Requires: "out_variant" (kernels are looked up by out-variant name).
+Ensures: "scratch_planned": every such node has its scratch; nothing is allocated at run time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from runtime_py.kernels import KERNELS
+from toolchain.ir import Graph, Ref, Tensor
+
+
+def add_scratch(graph: Graph) -> Graph:
+    """Apply the rewrite described in the module docstring."""
+    for node in graph.nodes:
+        kernel = KERNELS.get(node.op)
+        if kernel is None or kernel.scratch is None or "scratch" in node.args:
+            continue
+        nbytes = kernel.scratch(**{k: _placeholder(graph, v) for k, v in node.args.items()})
+        if nbytes > 0:
+            name = f"{node.outputs[0]}_scratch"
+            graph.tensors[name] = Tensor(name, (nbytes,), "uint8", "scratch")
+            node.args["scratch"] = Ref(name)
+    graph.ensured.add("scratch_planned")
+    return graph
+
+
+def _placeholder(graph: Graph, value: Any) -> Any:
+    """Tensors as zero-stride arrays of the right shape and dtype (no memory), lists as tuples."""
+    if isinstance(value, Ref):
+        t = graph.tensors[value.name]
+        return np.lib.stride_tricks.as_strided(np.zeros(1, t.dtype), t.shape, (0,) * len(t.shape))
+    if isinstance(value, list):
+        return [_placeholder(graph, v) for v in value] if any(
+            isinstance(v, Ref) for v in value) else tuple(value)
+    return value

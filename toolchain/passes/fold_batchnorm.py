@@ -1,0 +1,90 @@
+"""Pass: fold inference batch norm into the convolution that feeds it.
+
+Rewrites: ``convolution(x, W, b)`` -> ``_native_batch_norm_legit_no_training(., gamma, beta, mean,
+    var, eps)`` becomes one ``convolution(x, W', b')`` with ``W' = W * s``, ``b' = (b - mean) * s
+    + beta``, ``s = gamma / sqrt(var + eps)`` per output channel, computed in float64 at export.
+    The convolution now writes the batch norm's output tensor; new constants are added (shared
+    weights are never modified in place).
+Requires: captured graph (functional ops); conv weight, bias and all BN parameters constant; the
+    conv output read only by the BN; the BN's saved-statistics outputs unused.
+Ensures: no batch norm directly after a foldable convolution remains.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from toolchain.ir import Graph, Node, Ref, Tensor, node_inputs
+
+CONV = "aten::convolution.default"
+BATCH_NORM = "aten::_native_batch_norm_legit_no_training.default"
+
+
+def fold_batchnorm(graph: Graph) -> Graph:
+    """Apply the rewrite described in the module docstring."""
+    readers = _readers(graph)
+    producer = {out: node for node in graph.nodes for out in node.outputs}
+    folded: set[int] = set()
+    for bn in graph.nodes:
+        conv = producer.get(bn.args["input"].name) if bn.op == BATCH_NORM else None
+        if conv is not None and _foldable(graph, conv, bn, readers):
+            _fold(graph, conv, bn)
+            folded.add(id(bn))
+    graph.nodes = [n for n in graph.nodes if id(n) not in folded]
+    return graph
+
+
+def _readers(graph: Graph) -> dict[str, int]:
+    count: dict[str, int] = {name: 1 for name in graph.outputs}
+    for node in graph.nodes:
+        for name in node_inputs(node):
+            count[name] = count.get(name, 0) + 1
+    return count
+
+
+def _const(graph: Graph, value: object) -> np.ndarray | None:
+    if value is None:
+        return None
+    t = graph.tensors[value.name] if isinstance(value, Ref) else None
+    return t.data if t is not None and t.kind == "const" and t.view_of is None else None
+
+
+def _foldable(graph: Graph, conv: Node, bn: Node, readers: dict[str, int]) -> bool:
+    params = [bn.args.get(k) for k in ("weight", "bias", "running_mean", "running_var")]
+    return (
+        conv.op == CONV
+        and not conv.args.get("transposed", False)
+        and readers.get(conv.outputs[0]) == 1
+        and all(readers.get(o, 0) == 0 for o in bn.outputs[1:])
+        and _const(graph, conv.args["weight"]) is not None
+        and (conv.args.get("bias") is None or _const(graph, conv.args["bias"]) is not None)
+        and all(p is None or _const(graph, p) is not None for p in params)
+    )
+
+
+def _fold(graph: Graph, conv: Node, bn: Node) -> None:
+    weight = _const(graph, conv.args["weight"]).astype(np.float64)
+    c_out = weight.shape[0]
+    gamma, beta, mean, var = (
+        _const(graph, bn.args.get(k)) if bn.args.get(k) is not None else default
+        for k, default in (("weight", np.ones(c_out)), ("bias", np.zeros(c_out)),
+                           ("running_mean", np.zeros(c_out)), ("running_var", np.ones(c_out)))
+    )
+    bias = _const(graph, conv.args.get("bias"))
+    scale = gamma.astype(np.float64) / np.sqrt(var.astype(np.float64) + bn.args["eps"])
+    new_w = weight * scale.reshape(-1, *([1] * (weight.ndim - 1)))
+    new_b = ((bias if bias is not None else 0.0) - mean) * scale + beta
+    dtype = graph.tensors[conv.outputs[0]].dtype
+    out = bn.outputs[0]
+    conv.args["weight"] = _new_const(graph, f"{out}_folded_weight", new_w.astype(dtype))
+    conv.args["bias"] = _new_const(graph, f"{out}_folded_bias", new_b.astype(dtype))
+    del graph.tensors[conv.outputs[0]]
+    for name in bn.outputs[1:]:
+        del graph.tensors[name]
+    conv.outputs = [out]
+
+
+def _new_const(graph: Graph, name: str, data: np.ndarray) -> Ref:
+    graph.tensors[name] = Tensor(name, data.shape, str(data.dtype), "const",
+                                 np.ascontiguousarray(data))
+    return Ref(name)
