@@ -1,10 +1,12 @@
 """Median latency of the NEE numpy runtime vs torch eager, per model, at 1 and 2 threads.
 
-Usage: python bench/latency.py [--models a,b] [--runs N] [--profile]
+Usage: python bench/latency.py [--models a,b] [--runs N] [--profile] [--executorch]
 Each thread count runs in a fresh subprocess (BLAS/OpenMP thread pools are fixed at start-up),
 with NEE and torch eager measured in that same process on the same inputs. Prints the ratio
 NEE / torch (lower is better; the target is <= 1.5 on mobilenet_v2, resnet18 and transformer) and,
-with --profile, the per-op breakdown of the slowest model.
+with --profile, the per-op breakdown of the slowest model. With --executorch (needs
+``pip install executorch==1.5.1``) the peer runtime is timed too: its portable CPU kernels
+(the same role as NEE's numpy kernels) and its XNNPACK delegate.
 """
 
 from __future__ import annotations
@@ -35,7 +37,24 @@ def _median_ms(fn, runs: int) -> float:
     return statistics.median(times) * 1e3
 
 
-def measure(models: list[str], runs: int, threads: int) -> list[dict]:
+def executorch_ms(model, inputs, runs: int) -> dict[str, float]:
+    """ExecuTorch portable kernels and XNNPACK delegate latency for the same model."""
+    import torch
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+    from executorch.runtime import Runtime
+
+    times = {}
+    for label, partitioner in (("et_portable_ms", []), ("et_xnnpack_ms", [XnnpackPartitioner()])):
+        program = to_edge_transform_and_lower(torch.export.export(model, inputs),
+                                              partitioner=partitioner).to_executorch()
+        method = Runtime.get().load_program(program.buffer).load_method("forward")
+        times[label] = _median_ms(lambda m=method: m.execute(list(inputs)),
+                                  max(3, runs // 5) if not partitioner else runs)
+    return times
+
+
+def measure(models: list[str], runs: int, threads: int, peer: bool) -> list[dict]:
     """In this process: export each model, then time NEE and torch eager alternately."""
     import torch
 
@@ -59,16 +78,18 @@ def measure(models: list[str], runs: int, threads: int) -> list[dict]:
             nee_ms = _median_ms(lambda p=program, a=arrays: p.run(*a), runs)
             profile = [(call.op, t) for call, t in program.profile(*arrays)]
             rows.append({"model": name, "threads": threads, "nee_ms": nee_ms,
-                         "torch_ms": torch_ms, "profile": profile})
+                         "torch_ms": torch_ms, "profile": profile,
+                         **(executorch_ms(model, inputs, runs) if peer else {})})
     return rows
 
 
-def _run_child(models: list[str], runs: int, threads: int) -> list[dict]:
+def _run_child(models: list[str], runs: int, threads: int, peer: bool) -> list[dict]:
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
                MKL_NUM_THREADS=str(threads))
     done = subprocess.run(
         [sys.executable, __file__, "--child", str(threads), "--models", ",".join(models),
-         "--runs", str(runs)], env=env, capture_output=True, text=True, check=True)
+         "--runs", str(runs), *(["--executorch"] if peer else [])],
+        env=env, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -87,18 +108,23 @@ def main() -> None:
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--executorch", action="store_true", help="time ExecuTorch too")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     models = args.models.split(",")
     if args.child:
-        print(json.dumps(measure(models, args.runs, args.child)))
+        print(json.dumps(measure(models, args.runs, args.child, args.executorch)))
         return
-    rows = [row for n in THREADS for row in _run_child(models, args.runs, n)]
-    print(f"{'model':20s} {'threads':>7s} {'NEE ms':>9s} {'torch ms':>9s} {'NEE/torch':>9s}")
+    rows = [row for n in THREADS for row in _run_child(models, args.runs, n, args.executorch)]
+    peer = " ET-portable/NEE ET-xnnpack/NEE" if args.executorch else ""
+    print(f"{'model':20s} {'threads':>7s} {'NEE ms':>9s} {'torch ms':>9s} {'NEE/torch':>9s}{peer}")
     for row in rows:
-        ratio = row["nee_ms"] / row["torch_ms"]
-        print(f"{row['model']:20s} {row['threads']:7d} {row['nee_ms']:9.3f} "
-              f"{row['torch_ms']:9.3f} {ratio:9.2f}")
+        line = (f"{row['model']:20s} {row['threads']:7d} {row['nee_ms']:9.3f} "
+                f"{row['torch_ms']:9.3f} {row['nee_ms'] / row['torch_ms']:9.2f}")
+        if args.executorch:
+            line += (f" {row['et_portable_ms'] / row['nee_ms']:15.2f}"
+                     f" {row['et_xnnpack_ms'] / row['nee_ms']:15.2f}")
+        print(line)
     if args.profile:
         _print_profile(max(rows, key=lambda r: r["nee_ms"] / r["torch_ms"]))
 

@@ -26,6 +26,8 @@ class Exported:
     inputs: list[np.ndarray]
     expected: list[np.ndarray]
     result: object  # toolchain.export.result.ExportResult
+    model: object  # the torch nn.Module, in eval mode
+    torch_inputs: tuple
 
 
 def load_example(name: str):
@@ -57,7 +59,7 @@ def exported(tmp_path_factory):
             path = tmp_path_factory.mktemp(name) / f"{name}.nee"
             write_bundle(result, path)
             cache[name] = Exported(name, path, [t.numpy() for t in inputs],
-                                   [t.numpy() for t in expected], result)
+                                   [t.numpy() for t in expected], result, model, inputs)
         return cache[name]
 
     return get

@@ -50,3 +50,21 @@ def test_run_errors_are_clean(tmp_path):
     bad.write_bytes(b"hello world, not a bundle")
     done = CliRunner().invoke(run_main, [str(bad), "--random"])
     assert done.exit_code == 1 and "not a NEE bundle" in done.output
+
+
+def test_untraceable_model_and_bad_output_dir_are_clean_errors(tmp_path):
+    source = tmp_path / "bad.py"
+    source.write_text(
+        "import torch\n"
+        "class Model(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return x.reshape(3, 7)\n"
+        "def example_inputs():\n"
+        "    return (torch.zeros(4),)\n"
+    )
+    runner = CliRunner()
+    done = runner.invoke(export_main, [f"{source}:Model", "-o", str(tmp_path / "b.nee")])
+    assert done.exit_code == 1 and "torch.export of Model" in done.output
+    done = runner.invoke(export_main, [f"{EXAMPLES}/mlp.py:Model", "-o",
+                                       str(tmp_path / "missing" / "m.nee")])
+    assert done.exit_code == 1 and "existing directory" in done.output

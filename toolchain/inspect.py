@@ -47,16 +47,19 @@ def _plan(loaded: LoadedBundle, buffers: bool) -> str:
         lines.append(f"  arena {a.tier}: {a.size} B, lower bound {a.lowerBound} B "
                      f"(+{gap:.1%}){cap}")
     tensors = loaded.bundle.tensors or []
-    views = [t for t in tensors if t.aliasOf >= 0]
-    lines.append(f"  {len(plan.buffers or [])} planned buffers; {len(views)} zero-copy views:")
-    lines += [f"    {t.name} aliases {tensors[t.aliasOf].name}" for t in views]
+    written = {k for node in loaded.bundle.nodes or [] for k in ints(node.outputs)}
+    aliases = [(k, t) for k, t in enumerate(tensors) if t.aliasOf >= 0]
+    lines.append(f"  {len(plan.buffers or [])} planned buffers; {len(aliases)} tensors share "
+                 "another's bytes:")
+    lines += [f"    {t.name} {'is written in place over' if k in written else 'is a view of'} "
+              f"{tensors[t.aliasOf].name}" for k, t in aliases]
     consts = sum(s.size for s in loaded.bundle.segments or [])
     lines.append(f"  constants: {len(loaded.bundle.segments or [])} segments, {consts} B "
                  "(used in place from the file)")
     if buffers:
         names = {t.storage: t.name for t in tensors
                  if t.storageKind == StorageKind.Arena and t.aliasOf < 0}
-        lines += [f"    {names.get(i, '?'):30s} {plan.arenas[buf.tier].tier}"
+        lines += [f"    {i:4d} {names.get(i, '?'):30s} {plan.arenas[buf.tier].tier}"
                   f"[{buf.offset}, {buf.offset + buf.size}) steps [{buf.firstStep}, "
                   f"{buf.endStep}) {buf.kind}" for i, buf in enumerate(plan.buffers or [])]
     return "\n".join(lines)

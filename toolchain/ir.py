@@ -102,6 +102,10 @@ def refs(value: Any) -> Iterator[str]:
             yield from refs(item)
 
 
+SCRATCH_ARG = "scratch"  # the planned workspace argument added by passes/add_scratch.py
+
+
 def node_inputs(node: Node) -> list[str]:
-    """Names of the tensors a node reads, excluding its out arguments."""
-    return [n for key, v in node.args.items() if key not in node.out_names for n in refs(v)]
+    """Names of the tensors a node reads, excluding its out arguments and its scratch."""
+    return [n for key, v in node.args.items()
+            if key not in node.out_names and key != SCRATCH_ARG for n in refs(v)]

@@ -12,6 +12,9 @@ Contract (every kernel follows it; tests in tests/kernels check each one against
   The out args (``out``, or ``out0``/``indices`` ... for multi-output ops) are pre-allocated,
   C-contiguous arrays of the right shape and dtype; the kernel writes them in place and returns
   nothing. It must not allocate an output-sized temporary where numpy's ``out=`` can avoid it.
+- Workspace: a kernel needing temporaries declares ``Kernel.scratch`` and takes a keyword
+  ``scratch=None``; it carves typed regions from it with ``_common.Workspace`` and allocates
+  only when called without one (reference use, constant folding at export).
 - ``Kernel.dtypes``: the output dtypes the kernel supports, checked at bundle load.
 """
 
@@ -19,6 +22,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+
+import numpy as np
+
+# numpy (>= 2.3) allocates ufunc iterator buffers of ``bufsize`` elements per operand on every
+# broadcasting, strided or reducing call (~30 KB each at the default 8192) and frees them after:
+# a run-time allocation per call, and slower for the small broadcasts kernels do. Kernels want
+# the minimum. Set for the importing thread's numpy context; the runtime should scope it per run.
+UFUNC_BUFSIZE = 16
+np.setbufsize(UFUNC_BUFSIZE)
 
 
 @dataclass(frozen=True)
@@ -39,7 +51,15 @@ class Kernel:
 
 
 # Imported after Kernel: the kernel modules build their KERNELS dicts from it.
-from runtime_py.kernels import creation, elementwise, linalg, nn, reduce, shape  # noqa: E402
+from runtime_py.kernels import (  # noqa: E402
+    creation,
+    elementwise,
+    fused,
+    linalg,
+    nn,
+    reduce,
+    shape,
+)
 
 KERNELS: dict[str, Kernel] = {
     **elementwise.KERNELS,
@@ -48,4 +68,5 @@ KERNELS: dict[str, Kernel] = {
     **nn.KERNELS,
     **shape.KERNELS,
     **creation.KERNELS,
+    **fused.KERNELS,
 }

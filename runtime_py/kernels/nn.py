@@ -1,11 +1,14 @@
 """Neural-network kernels: convolution, pooling, batch/layer norm, embedding.
 
-Spatial ops share :class:`_Window`, which iterates the kernel taps as strided views of the
-padded input, so no kernel materialises per-window copies except convolution's column buffer.
+Spatial ops share :class:`_Window`, which pads into the planned scratch and iterates kernel taps
+as strided views of the padded input. Convolution is one BLAS matmul over an im2col column
+buffer (built with one strided copy into scratch; 1x1 convs read the input directly), except
+depthwise convolution, which accumulates per-tap products.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -13,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from runtime_py.kernels import Kernel
-from runtime_py.kernels._common import FLOAT, NUMERIC, expand_param
+from runtime_py.kernels._common import FLOAT, NUMERIC, Workspace, expand_param, workspace_bytes
 
 IntList = Sequence[int] | int
 
@@ -33,15 +36,35 @@ class _Window:
            out_hw: tuple[int, ...]) -> _Window:
         kernel = expand_param(kernel, 2)
         return cls(kernel, expand_param(stride or kernel, 2), expand_param(padding, 2),
-                   expand_param(dilation, 2), out_hw)
+                   expand_param(dilation, 2), tuple(out_hw))
 
-    def pad(self, x: np.ndarray, value: float) -> np.ndarray:
-        """Pad H/W by ``padding`` before and as much after as the last window needs (ceil_mode)."""
-        pads = [(0, 0)] * (x.ndim - 2)
-        for size, k, s, p, d, n in zip(x.shape[-2:], self.kernel, self.stride, self.padding,
-                                       self.dilation, self.out_hw, strict=True):
-            pads.append((p, max(0, (n - 1) * s + d * (k - 1) + 1 - size - p)))
-        return np.pad(x, pads, constant_values=value) if any(map(any, pads)) else x
+    def pads(self, hw: Sequence[int]) -> tuple[tuple[int, int], ...]:
+        """(before, after) H/W padding: ``padding`` before, what the last window needs after."""
+        return tuple((p, max(0, (n - 1) * s + d * (k - 1) + 1 - size - p))
+                     for size, k, s, p, d, n in zip(hw, self.kernel, self.stride, self.padding,
+                                                    self.dilation, self.out_hw, strict=True))
+
+    def padded_shape(self, shape: Sequence[int]) -> tuple[int, ...] | None:
+        """Shape of the padded input, None if no padding is needed."""
+        (top, bottom), (left, right) = self.pads(shape[-2:])
+        if not (top or bottom or left or right):
+            return None
+        return (*shape[:-2], shape[-2] + top + bottom, shape[-1] + left + right)
+
+    def pad(self, x: np.ndarray, value: float, ws: Workspace) -> np.ndarray:
+        """``x`` copied into a padded workspace region (only its border filled), or ``x``."""
+        shape = self.padded_shape(x.shape)
+        if shape is None:
+            return x
+        (top, _), (left, _) = self.pads(x.shape[-2:])
+        h, w = x.shape[-2:]
+        buf = ws.take(shape, x.dtype)
+        buf[..., :top, :] = value
+        buf[..., top + h:, :] = value
+        buf[..., top:top + h, :left] = value
+        buf[..., top:top + h, left + w:] = value
+        buf[..., top:top + h, left:left + w] = x
+        return buf
 
     def taps(self, padded: np.ndarray) -> Iterator[tuple[int, int, np.ndarray]]:
         """(i, j, view of ``padded`` under kernel tap (i, j) for every output position)."""
@@ -51,6 +74,14 @@ class _Window:
             for j in range(kw):
                 yield i, j, padded[..., i * dh: i * dh + (ho - 1) * sh + 1: sh,
                                    j * dw: j * dw + (wo - 1) * sw + 1: sw]
+
+    def columns(self, padded: np.ndarray) -> np.ndarray:
+        """Zero-copy (..., KH, KW, Ho, Wo) view: every tap's window positions (im2col)."""
+        *lead, s_h, s_w = padded.strides
+        (sh, sw), (dh, dw) = self.stride, self.dilation
+        return np.lib.stride_tricks.as_strided(
+            padded, (*padded.shape[:-2], *self.kernel, *self.out_hw),
+            (*lead, dh * s_h, dw * s_w, sh * s_h, sw * s_w), writeable=False)
 
     def starts(self, axis: int) -> np.ndarray:
         """Unpadded input coordinate where each output window starts along H (0) or W (1)."""
@@ -62,56 +93,108 @@ def _batched(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
     return tuple(a[None] if a.ndim == 3 else a for a in arrays)
 
 
-def _depthwise(padded: np.ndarray, weight: np.ndarray, win: _Window, out: np.ndarray) -> None:
-    """groups == C_in == C_out: per-tap multiply-accumulate (one out-sized scratch)."""
-    scratch = np.empty_like(out)
-    for i, j, tap in win.taps(padded):
-        w = weight[:, 0, i, j, None, None]
-        if i == j == 0:
-            np.multiply(tap, w, out=out)
-        else:
-            np.multiply(tap, w, out=scratch)
-            np.add(out, scratch, out=out)
+@dataclass(frozen=True)
+class _ConvPlan:
+    """Geometry and workspace layout of one 2-D convolution call (cached per shape)."""
+
+    win: _Window
+    out_shape: tuple[int, ...]  # of the 2-D problem
+    padded: tuple[int, ...] | None  # padded-input region, if padding is needed
+    work: tuple[int, ...] | None  # im2col columns or depthwise products
+    depthwise: bool
+
+    @property
+    def nbytes(self) -> int:
+        return workspace_bytes(*((s, "float32") for s in (self.padded, self.work) if s))
 
 
-def _grouped(padded: np.ndarray, weight: np.ndarray, groups: int, win: _Window,
-             out: np.ndarray) -> None:
-    """General grouped conv as one batched BLAS matmul per group over a column buffer.
-
-    The column buffer (N, C, KH, KW, Ho*Wo) is allocated per call; it is where a planned scratch
-    buffer plugs in. A 1x1 stride-1 unpadded conv reads the input directly (no buffer).
-    """
-    n, c = padded.shape[:2]
-    o, kh, kw = weight.shape[0], *win.kernel
-    ho, wo = win.out_hw
-    if padded.shape[2:] == (ho, wo) and (kh, kw) == (1, 1):
-        cols = padded
+@functools.lru_cache(maxsize=1024)
+def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: tuple[int, ...],
+               padding: tuple[int, ...], dilation: tuple[int, ...], groups: int) -> _ConvPlan:
+    n, c, *hw = x_shape
+    o, _, kh, kw = w_shape
+    out_hw = tuple((size + 2 * p - d * (k - 1) - 1) // s + 1 for size, k, s, p, d in
+                   zip(hw, (kh, kw), stride, padding, dilation, strict=True))
+    win = _Window((kh, kw), stride, padding, dilation, out_hw)
+    out_shape = (n, o, *out_hw)
+    padded = win.padded_shape(x_shape)
+    depthwise = groups == c == o
+    if depthwise:
+        work = None if kh * kw == 1 else out_shape
+    elif (kh, kw) == (1, 1) and padded is None and stride == (1, 1):
+        work = None
     else:
-        cols = np.empty((n, c, kh, kw, ho, wo), dtype=out.dtype)
-        for i, j, tap in win.taps(padded):
-            cols[:, :, i, j] = tap
+        work = (n, c, kh, kw, *out_hw)
+    return _ConvPlan(win, out_shape, padded, work, depthwise)
+
+
+def _conv2d_plan(input: np.ndarray, weight: np.ndarray, stride: IntList, padding: IntList,
+                 dilation: IntList, groups: int) -> _ConvPlan:
+    """The plan of a conv1d/conv2d call (conv1d as conv2d over a height-1 image)."""
+    if weight.ndim == 3:
+        return _conv_plan((*input.shape[:2], 1, input.shape[2]), (*weight.shape[:2], 1,
+                          weight.shape[2]), (1, *expand_param(stride, 1)),
+                          (0, *expand_param(padding, 1)), (1, *expand_param(dilation, 1)), groups)
+    return _conv_plan(input.shape, weight.shape, expand_param(stride, 2),
+                      expand_param(padding, 2), expand_param(dilation, 2), groups)
+
+
+def conv_out_shape(input: np.ndarray, weight: np.ndarray, stride: IntList, padding: IntList,
+                   dilation: IntList, groups: int, **_: object) -> tuple[int, ...]:
+    """Output shape of a convolution call (1-D or 2-D)."""
+    shape = _conv2d_plan(input, weight, stride, padding, dilation, groups).out_shape
+    return (*shape[:2], shape[3]) if weight.ndim == 3 else shape
+
+
+def _conv_scratch(input: np.ndarray, weight: np.ndarray, stride: IntList, padding: IntList,
+                  dilation: IntList, groups: int, **_: object) -> int:
+    return _conv2d_plan(input, weight, stride, padding, dilation, groups).nbytes
+
+
+def _depthwise(x: np.ndarray, weight: np.ndarray, win: _Window, prod: np.ndarray | None,
+               out: np.ndarray) -> None:
+    """groups == C_in == C_out: per-tap multiply-accumulate into out via ``prod``."""
+    taps = weight.reshape(weight.shape[0], -1, 1, 1)
+    for t, (_, _, tap) in enumerate(win.taps(x)):
+        if t == 0:
+            np.multiply(tap, taps[:, 0], out=out)
+        else:
+            np.multiply(tap, taps[:, t], out=prod)
+            np.add(out, prod, out=out)
+
+
+def _grouped(x: np.ndarray, weight: np.ndarray, groups: int, win: _Window,
+             work: np.ndarray | None, out: np.ndarray) -> None:
+    """One (batched) BLAS matmul per group over the column buffer, straight into out."""
+    if work is None:  # 1x1, stride 1, unpadded: the input is the column matrix
+        cols = x
+    else:
+        np.copyto(work, win.columns(x))
+        cols = work
+    n, o = out.shape[:2]
     np.matmul(weight.reshape(groups, o // groups, -1),
-              cols.reshape(n, groups, c // groups * kh * kw, ho * wo),
-              out=out.reshape((n, groups, o // groups, ho * wo), copy=False))
+              cols.reshape(n, groups, -1, out.shape[2] * out.shape[3]),
+              out=out.reshape((n, groups, o // groups, -1), copy=False))
 
 
 def convolution(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
                 stride: IntList, padding: IntList, dilation: IntList, transposed: bool,
-                output_padding: IntList, groups: int, *, out: np.ndarray) -> None:
+                output_padding: IntList, groups: int, *, out: np.ndarray,
+                scratch: np.ndarray | None = None) -> None:
     """1-D/2-D convolution (cross-correlation), any groups; depthwise has its own path."""
     del output_padding  # only meaningful for transposed convolution
     if transposed or weight.ndim not in (3, 4):
         raise NotImplementedError("only non-transposed 1-D and 2-D convolution")
+    plan = _conv2d_plan(input, weight, stride, padding, dilation, groups)
     if weight.ndim == 3:  # conv1d as conv2d over a height-1 image
         input, weight, out = input[:, :, None], weight[:, :, None], out[:, :, None]
-        stride, padding, dilation = ((unit, *expand_param(v, 1)) for unit, v in
-                                     ((1, stride), (0, padding), (1, dilation)))
-    win = _Window.of(weight.shape[2:], stride, padding, dilation, out.shape[2:])
-    padded = win.pad(input, 0)
-    if groups == input.shape[1] == weight.shape[0]:
-        _depthwise(padded, weight, win, out)
+    ws = Workspace(scratch)
+    x = plan.win.pad(input, 0, ws)
+    work = ws.take(plan.work, out.dtype) if plan.work else None
+    if plan.depthwise:
+        _depthwise(x, weight, plan.win, work, out)
     else:
-        _grouped(padded, weight, groups, win, out)
+        _grouped(x, weight, groups, plan.win, work, out)
     if bias is not None:
         np.add(out, bias[:, None, None], out=out)
 
@@ -123,25 +206,52 @@ def _first_valid(starts: np.ndarray, dilation: int) -> np.ndarray:
 
 def max_pool2d_with_indices(self: np.ndarray, kernel_size: IntList, stride: IntList = (),
                             padding: IntList = (0, 0), dilation: IntList = (1, 1),
-                            ceil_mode: bool = False, *, out: np.ndarray,
-                            indices: np.ndarray) -> None:
+                            ceil_mode: bool = False, *, out: np.ndarray, indices: np.ndarray,
+                            scratch: np.ndarray | None = None) -> None:
     """Max over windows; ``indices`` = flat h*W+w input index of the (first) max, nan wins."""
     del ceil_mode  # the output size (from out.shape) already reflects it
     x, out, indices = _batched(self, out, indices)
     win = _Window.of(kernel_size, stride, padding, dilation, out.shape[2:])
+    ws = Workspace(scratch)
+    take, nan = ws.take(out.shape, np.bool_), ws.take(out.shape, np.bool_)
+    tap_index = ws.take(win.out_hw, np.int64)
     width = x.shape[3]
     rows, cols = win.starts(0), win.starts(1)
     out.fill(-np.inf)
-    indices[...] = (_first_valid(rows, win.dilation[0])[:, None] * width
-                    + _first_valid(cols, win.dilation[1]))
-    take, nan = np.empty(out.shape, bool), np.empty(out.shape, bool)
-    for i, j, tap in win.taps(win.pad(x, -np.inf)):
+    np.add(_first_valid(rows, win.dilation[0])[:, None] * width,
+           _first_valid(cols, win.dilation[1]), out=indices)
+    for i, j, tap in win.taps(win.pad(x, -np.inf, ws)):
         np.greater(tap, out, out=take)
         np.logical_or(take, np.isnan(tap, out=nan), out=take)
         np.copyto(out, tap, where=take)
-        tap_index = ((rows + i * win.dilation[0])[:, None] * width
-                     + cols + j * win.dilation[1])
+        np.add(((rows + i * win.dilation[0]) * width)[:, None], cols + j * win.dilation[1],
+               out=tap_index)
         np.copyto(indices, tap_index, where=take)
+
+
+def _pool_window(self: np.ndarray, kernel_size: IntList, stride: IntList, padding: IntList,
+                 dilation: IntList, ceil_mode: bool) -> _Window:
+    """The window of a pooling call, its output size computed as torch does."""
+    win = _Window.of(kernel_size, stride, padding, dilation, (0, 0))
+    out_hw = []
+    for size, k, s, p, d in zip(self.shape[-2:], win.kernel, win.stride, win.padding,
+                                win.dilation, strict=True):
+        n = (size + 2 * p - d * (k - 1) - 1 + (s - 1 if ceil_mode else 0)) // s + 1
+        out_hw.append(n - 1 if ceil_mode and (n - 1) * s >= size + p else n)
+    return _Window(win.kernel, win.stride, win.padding, win.dilation, tuple(out_hw))
+
+
+def _pool_scratch(self: np.ndarray, kernel_size: IntList, stride: IntList = (),
+                  padding: IntList = (0, 0), dilation: IntList = (1, 1), ceil_mode: bool = False,
+                  *, masks: bool = True, **_: object) -> int:
+    """Padded input, plus (max pool) two bool masks and a tap-index plane."""
+    win = _pool_window(self, kernel_size, stride, padding, dilation, ceil_mode)
+    padded = win.padded_shape(self.shape)
+    out_shape = (*self.shape[:-2], *win.out_hw)
+    regions = [(padded, "float32")] if padded else []
+    if masks:
+        regions += [(out_shape, "bool"), (out_shape, "bool"), (win.out_hw, "int64")]
+    return workspace_bytes(*regions)
 
 
 def _pool_counts(win: _Window, axis: int, size: int, count_include_pad: bool) -> np.ndarray:
@@ -155,12 +265,13 @@ def _pool_counts(win: _Window, axis: int, size: int, count_include_pad: bool) ->
 
 def avg_pool2d(self: np.ndarray, kernel_size: IntList, stride: IntList = (),
                padding: IntList = (0, 0), ceil_mode: bool = False, count_include_pad: bool = True,
-               divisor_override: int | None = None, *, out: np.ndarray) -> None:
+               divisor_override: int | None = None, *, out: np.ndarray,
+               scratch: np.ndarray | None = None) -> None:
     """Window sums (accumulated tap by tap into out) divided per torch's divisor rules."""
     del ceil_mode  # reflected in out.shape
     x, out = _batched(self, out)
     win = _Window.of(kernel_size, stride, padding, 1, out.shape[2:])
-    for i, j, tap in win.taps(win.pad(x, 0)):
+    for i, j, tap in win.taps(win.pad(x, 0, Workspace(scratch))):
         if i == j == 0:
             np.copyto(out, tap)
         else:
@@ -170,6 +281,12 @@ def avg_pool2d(self: np.ndarray, kernel_size: IntList, stride: IntList = (),
     else:
         counts = [_pool_counts(win, axis, x.shape[2 + axis], count_include_pad) for axis in (0, 1)]
         np.divide(out, np.outer(*counts), out=out)
+
+
+def _avg_pool_scratch(self: np.ndarray, kernel_size: IntList, stride: IntList = (),
+                      padding: IntList = (0, 0), ceil_mode: bool = False,
+                      **_: object) -> int:
+    return _pool_scratch(self, kernel_size, stride, padding, 1, ceil_mode, masks=False)
 
 
 def _channel_shape(ndim: int) -> tuple[int, ...]:
@@ -232,9 +349,10 @@ def embedding(weight: np.ndarray, indices: np.ndarray, padding_idx: int = -1,
 
 
 KERNELS: dict[str, Kernel] = {
-    "aten::convolution.out": Kernel(convolution, FLOAT),
-    "aten::max_pool2d_with_indices.out": Kernel(max_pool2d_with_indices, FLOAT),
-    "aten::avg_pool2d.out": Kernel(avg_pool2d, FLOAT),
+    "aten::convolution.out": Kernel(convolution, FLOAT, scratch=_conv_scratch),
+    "aten::max_pool2d_with_indices.out": Kernel(max_pool2d_with_indices, FLOAT,
+                                                scratch=_pool_scratch),
+    "aten::avg_pool2d.out": Kernel(avg_pool2d, FLOAT, scratch=_avg_pool_scratch),
     "aten::_native_batch_norm_legit_no_training.out": Kernel(batch_norm_no_training, FLOAT),
     "aten::native_layer_norm.out": Kernel(native_layer_norm, FLOAT),
     "aten::embedding.out": Kernel(embedding, NUMERIC),

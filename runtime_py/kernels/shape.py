@@ -38,8 +38,8 @@ def cat(tensors: Sequence[np.ndarray], dim: int = 0, *, out: np.ndarray) -> None
 
 
 KERNELS: dict[str, Kernel] = {
-    "aten::clone.out": Kernel(clone, ALL),
-    "aten::_to_copy.out": Kernel(to_copy, ALL),
-    "aten::copy.out": Kernel(copy, ALL),
+    "aten::clone.out": Kernel(clone, ALL, inplace=True),
+    "aten::_to_copy.out": Kernel(to_copy, ALL, inplace=True),
+    "aten::copy.out": Kernel(copy, ALL, inplace=True),
     "aten::cat.out": Kernel(cat, ALL),
 }

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
-from runtime_py.kernels import KERNELS
+from runtime_py.kernels import KERNELS, Kernel
 from toolchain.export.out_variant import canonical_name, find_out_variant, out_arg_names
 
 # Default tolerances for float32 elementwise results.
@@ -63,22 +64,67 @@ def _sentinel(expected: torch.Tensor) -> np.ndarray:
     return np.full(ref.shape, fill, dtype=ref.dtype)
 
 
+def placeholder(value: Any) -> Any:
+    """As the add_scratch pass passes args to ``Kernel.scratch``: zero-stride tensors."""
+    if isinstance(value, np.ndarray):
+        return np.broadcast_to(np.zeros((), value.dtype), value.shape)
+    if isinstance(value, list):
+        return [placeholder(v) for v in value]
+    return value
+
+
+def planned_scratch(kernel: Kernel, args: dict[str, Any]) -> dict[str, np.ndarray]:
+    """``{"scratch": nan-filled uint8 array}`` sized by ``kernel.scratch``, or ``{}``."""
+    if kernel.scratch is None:
+        return {}
+    nbytes = kernel.scratch(**{k: placeholder(v) for k, v in args.items()})
+    return {"scratch": np.full(nbytes, 0xFF, np.uint8)}  # 0xFF bytes: float nan, never zeros
+
+
+def _contiguous(args: dict[str, Any]) -> bool:
+    return all(v.flags.c_contiguous for v in args.values() if isinstance(v, np.ndarray))
+
+
+def run_kernel(kernel: Kernel, args: dict[str, Any], outs: dict[str, np.ndarray],
+               scratch: bool) -> None:
+    """Call ``kernel``; with ``scratch``, pass a planned scratch and (for contiguous inputs)
+    assert the call allocates nothing output-sized. (numpy's ufunc iterator buffers, up to
+    ``np.getbufsize()`` elements per operand, are shrunk so they cannot hide a temporary.)"""
+    if not scratch:
+        kernel.fn(**args, **outs)
+        return
+    extra = planned_scratch(kernel, args)
+    with np.errstate():
+        np.setbufsize(64)
+        tracemalloc.start()
+        try:
+            kernel.fn(**args, **outs, **extra)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    limit = max(4096, sum(o.nbytes for o in outs.values()) // 4)
+    assert not extra or not _contiguous(args) or peak < limit, f"allocated {peak} bytes"
+
+
 def check_op(op: torch._ops.OpOverload, *, rtol: float = RTOL, atol: float = ATOL,
              **kwargs: Any) -> None:
-    """Run ``op(**kwargs)`` in torch and its out-variant kernel in numpy; compare every output."""
+    """Run ``op(**kwargs)`` in torch and its out-variant kernel in numpy, with and without a
+    planned scratch; compare every output."""
     out_op = find_out_variant(op)
     assert out_op is not None, f"{op} has no out variant"
     kernel = KERNELS[canonical_name(out_op)]
     expected = op(**kwargs)
     expected = expected if isinstance(expected, tuple) else (expected,)
-    outs = {name: _sentinel(e) for name, e in zip(out_arg_names(out_op._schema), expected,
-                                                   strict=True)}
     assert numpy_dtype_name(expected[0].dtype) in kernel.dtypes
-    kernel.fn(**{k: to_kernel_arg(v) for k, v in kwargs.items()}, **outs)
-    for (name, got), want in zip(outs.items(), expected, strict=True):
-        assert got.dtype == want.numpy().dtype, name
-        np.testing.assert_allclose(got, want.numpy(), rtol=rtol, atol=atol, equal_nan=True,
-                                   err_msg=name)
+    args = {k: to_kernel_arg(v) for k, v in kwargs.items()}
+    for scratch in (False, True) if kernel.scratch else (False,):
+        outs = {name: _sentinel(e) for name, e in zip(out_arg_names(out_op._schema), expected,
+                                                       strict=True)}
+        run_kernel(kernel, args, outs, scratch)
+        for (name, got), want in zip(outs.items(), expected, strict=True):
+            assert got.dtype == want.numpy().dtype, name
+            np.testing.assert_allclose(got, want.numpy(), rtol=rtol, atol=atol, equal_nan=True,
+                                       err_msg=f"{name} (scratch={scratch})")
 
 
 def coarse(shape: Sequence[int], dtype: torch.dtype = torch.float32) -> torch.Tensor:

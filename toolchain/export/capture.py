@@ -42,8 +42,17 @@ def numpy_dtype(dtype: torch.dtype, where: str) -> str:
 def export_program(model: torch.nn.Module, example_inputs: tuple[Any, ...]) -> ExportedProgram:
     """``torch.export`` the model in eval mode and decompose it to core ATen."""
     model = model.eval()
-    with torch.no_grad():
-        return torch.export.export(model, tuple(example_inputs)).run_decompositions()
+    try:
+        with torch.no_grad():
+            return torch.export.export(model, tuple(example_inputs)).run_decompositions()
+    except Exception as e:  # torch raises many types; report them uniformly
+        first = (str(e).strip().splitlines() or [""])[0]
+        raise ExportError(
+            f"torch.export of {type(model).__name__}", "a model traceable with its example inputs",
+            f"{type(e).__name__}: {first}",
+            "run the model eagerly on the same inputs first; see the torch.export docs on "
+            "graph breaks and dynamic control flow",
+        ) from e
 
 
 def source_line(node: torch.fx.Node) -> str:

@@ -1,25 +1,29 @@
-"""Static memory planning (INTERIM stub by the pipeline engineer so export imports work; the
-planner engineer replaces this file with the full public API)."""
+"""Static memory planning: buffer requests (size, lifetime, alignment, tier) in, a verified
+plan out. See ``plan_memory`` / ``plan_tiers``; ``nee-plan`` is the benchmark CLI."""
 
-from __future__ import annotations
-
-from collections.abc import Sequence
-
+from .benchmark_io import read_benchmark_csv, write_solution_csv
 from .core import PlanError, lower_bound
 from .greedy import plan_greedy, plan_naive
+from .plan import PLANNERS, plan_memory, plan_tiers
+from .search import plan_search
 from .types import Arena, BufferRequest, Placement, Plan, Tier
+from .verify import verify_plan
 
-__all__ = ["Arena", "BufferRequest", "Placement", "Plan", "PlanError", "Tier", "lower_bound",
-           "plan_greedy", "plan_memory", "plan_naive", "plan_tiers"]
-
-
-def plan_memory(requests: Sequence[BufferRequest], *, planner: str = "auto",
-                time_limit: float = 2.0) -> Plan:
-    """Interim: greedy for everything."""
-    return plan_naive(requests) if planner == "naive" else plan_greedy(requests)
-
-
-def plan_tiers(requests: Sequence[BufferRequest], tiers: Sequence[Tier], *,
-               planner: str = "auto", time_limit: float = 2.0) -> Plan:
-    """Interim: not implemented yet."""
-    raise PlanError("tiered planning not implemented yet")
+__all__ = [
+    "PLANNERS",
+    "Arena",
+    "BufferRequest",
+    "Placement",
+    "Plan",
+    "PlanError",
+    "Tier",
+    "lower_bound",
+    "plan_greedy",
+    "plan_memory",
+    "plan_naive",
+    "plan_search",
+    "plan_tiers",
+    "read_benchmark_csv",
+    "verify_plan",
+    "write_solution_csv",
+]

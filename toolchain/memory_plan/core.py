@@ -84,7 +84,9 @@ def single_tier_plan(
     requests: Sequence[BufferRequest], offsets: Sequence[int], planner: str
 ) -> Plan:
     """Wrap per-request offsets into a Plan with one arena in the default tier."""
-    placements = tuple(Placement(r.id, o, DEFAULT_TIER) for r, o in zip(requests, offsets, strict=True))
+    placements = tuple(
+        Placement(r.id, o, DEFAULT_TIER) for r, o in zip(requests, offsets, strict=True)
+    )
     arena = Arena(DEFAULT_TIER, arena_size(requests, offsets), lower_bound(requests))
     return Plan(placements, (arena,), planner)
 

@@ -36,7 +36,11 @@ def _best_fit(busy: list[tuple[int, int]], size: int, alignment: int) -> int:
 
 def greedy_offsets(requests: Sequence[BufferRequest]) -> list[int]:
     """Offsets by greedy-by-size best-fit: largest footprint first (then longest lifetime),
-    each into the smallest gap left by the time-overlapping buffers placed before it."""
+    each into the smallest gap left by the time-overlapping buffers placed before it.
+
+    Never above naive when all requests share one alignment; with mixed alignments the
+    padding depends on the order and either can win.
+    """
     order = sorted(
         range(len(requests)),
         key=lambda i: (-requests[i].footprint, requests[i].start - requests[i].end, i),

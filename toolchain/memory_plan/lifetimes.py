@@ -7,7 +7,7 @@ used in place from the bundle's segments.
 
 from __future__ import annotations
 
-from toolchain.ir import Graph, node_inputs
+from toolchain.ir import SCRATCH_ARG, Graph, node_inputs
 from toolchain.memory_plan.types import BufferRequest
 
 ALIGNMENT = 64
@@ -21,11 +21,10 @@ def buffer_requests(graph: Graph) -> list[BufferRequest]:
     for i, node in enumerate(graph.nodes):
         for name in node.outputs:
             start.setdefault(graph.storage_of(name), i)
+        if SCRATCH_ARG in node.args:
+            start[node.args[SCRATCH_ARG].name] = i
         for name in node_inputs(node):
-            root = graph.storage_of(name)
-            if graph.tensors[root].kind == "scratch":
-                start.setdefault(root, i)
-            end[root] = i + 1
+            end[graph.storage_of(name)] = i + 1
     for name in graph.outputs:
         end[graph.storage_of(name)] = steps
     return [

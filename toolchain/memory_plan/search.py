@@ -20,12 +20,16 @@ within a wall-clock budget; it never returns a plan worse than greedy.
 
 from __future__ import annotations
 
+import math
+import sys
 import time
 from bisect import bisect_right
 from collections.abc import Sequence
+from itertools import pairwise
 
-from .core import align_up
-from .types import BufferRequest
+from .core import check_requests, lower_bound, plan_peak, single_tier_plan
+from .greedy import plan_greedy
+from .types import BufferRequest, Plan
 
 # Static preorders tried round-robin (MiniMalloc's defaults): W = lifetime width, A = area
 # (footprint x width), T = largest section total the buffer takes part in; all descending.
@@ -38,7 +42,9 @@ class _Abort(Exception):
 
 def _sections(starts: list[int], ends: list[int]) -> tuple[list[list[int]], list[int], list[int]]:
     """Maximal cross-sections in time order, and each buffer's half-open range of them."""
-    events = sorted([(e, 0, i) for i, e in enumerate(ends)] + [(s, 1, i) for i, s in enumerate(starts)])
+    events = sorted(
+        [(e, 0, i) for i, e in enumerate(ends)] + [(s, 1, i) for i, s in enumerate(starts)]
+    )
     live: set[int] = set()
     sections: list[list[int]] = []
     rising = False
@@ -60,28 +66,40 @@ def _sections(starts: list[int], ends: list[int]) -> tuple[list[list[int]], list
 
 
 class _Solver:
-    """Decision search state for one instance; buffers are indices 0..n-1 with size > 0."""
+    """Decision-search state for one instance of buffers 0..n-1 with positive sizes.
 
-    def __init__(self, sizes: list[int], aligns: list[int], starts: list[int], ends: list[int]):
+    Sizes are in units of a common alignment, so every offset the search makes is aligned.
+    """
+
+    def __init__(self, sizes: list[int], starts: list[int], ends: list[int]) -> None:
         n = len(sizes)
-        self.size, self.align = sizes, aligns
+        self.size = sizes
         self.sections, self.sec_lo, self.sec_hi = _sections(starts, ends)
-        members = [set() for _ in range(n)]
+        self.totals = [sum(sizes[i] for i in sec) for sec in self.sections]
+        self._index_overlaps(n)
+        self._index_ranks(n, [e - s for s, e in zip(starts, ends, strict=True)])
+        self.solution = [0] * n
+
+    def _index_overlaps(self, n: int) -> None:
+        """Overlap lists and bitsets: buffers overlap iff they share a cross-section."""
+        near = [set() for _ in range(n)]
         for sec in self.sections:
             for i in sec:
-                members[i].update(sec)
-        self.overlaps = [sorted(m - {i}) for i, m in enumerate(members)]
-        self.bit = [1 << i for i in range(n)]
-        self.member = [sum(self.bit[i] for i in sec) for sec in self.sections]
+                near[i].update(sec)
+        self.overlaps = [sorted(m - {i}) for i, m in enumerate(near)]
+        bit = [1 << i for i in range(n)]
+        self.bit = bit
+        self.member = [sum(bit[i] for i in sec) for sec in self.sections]
         everyone = (1 << n) - 1
-        self.free = [everyone & ~sum(self.bit[j] for j in (*self.overlaps[i], i)) for i in range(n)]
-        self.near_lo = [min([self.sec_lo[j] for j in (*self.overlaps[i], i)]) for i in range(n)]
-        self.near_hi = [max([self.sec_hi[j] for j in (*self.overlaps[i], i)]) for i in range(n)]
-        self.totals = [sum(sizes[i] for i in sec) for sec in self.sections]
-        width = [e - s for s, e in zip(starts, ends, strict=True)]
+        self.free = [everyone & ~sum(bit[j] for j in m) for m in near]  # not overlapping i
+        self.near_lo = [min(self.sec_lo[j] for j in m) for m in near]
+        self.near_hi = [max(self.sec_hi[j] for j in m) for m in near]
+
+    def _index_ranks(self, n: int, width: list[int]) -> None:
+        """Static preorder rank of every buffer under each heuristic of HEURISTICS."""
         keys = {
             "W": width,
-            "A": [w * z for w, z in zip(width, sizes, strict=True)],
+            "A": [w * z for w, z in zip(width, self.size, strict=True)],
             "T": [max(self.totals[self.sec_lo[i] : self.sec_hi[i]]) for i in range(n)],
         }
         self.ranks = {}
@@ -91,15 +109,11 @@ class _Solver:
             for r, i in enumerate(order):
                 rank[i] = r
             self.ranks[h] = rank
-        self.solution = [0] * n
-        self.deadline = 0.0
-
-    # -- the decision search -------------------------------------------------------------
 
     def solve(self, capacity: int, deadline: float) -> list[int] | None:
         """Offsets fitting ``capacity``; None if proven infeasible; raises _Abort at deadline.
 
-        Preorders are tried round-robin under a node limit that doubles each round.
+        The preorders are tried round-robin under a node limit that doubles every round.
         """
         self.capacity, self.deadline = capacity, deadline
         if max(self.totals, default=0) > capacity:
@@ -117,49 +131,48 @@ class _Solver:
                 return list(self.solution) if found else None
 
     def _run(self, heuristic: str, node_limit: int) -> bool:
+        """One complete depth-first search from scratch (raises _Abort past the node limit)."""
         n, n_sec = len(self.size), len(self.sections)
         self.rank = self.ranks[heuristic]
         self.nodes_left = node_limit
         self.off = [-1] * n
         self.min_off = [0] * n
-        self.floor = [0] * n_sec
         self.total = list(self.totals)
-        self.cuts = [0] * max(n_sec - 1, 0)
+        self.cuts = [0] * n_sec  # buffers still to place that span sections k and k + 1
         for i in range(n):
             for k in range(self.sec_lo[i], self.sec_hi[i] - 1):
                 self.cuts[k] += 1
-        cutpoints = [k + 1 for k, c in enumerate(self.cuts) if c == 0]
+        cutpoints = [k + 1 for k, c in enumerate(self.cuts[:-1]) if c == 0]
         return self._split(0, n_sec, list(range(n)), cutpoints)
 
     def _split(self, lo: int, hi: int, todo: list[int], cutpoints: list[int]) -> bool:
         """Solve the section ranges between cut points one after another, independently."""
         bounds = [lo, *cutpoints, hi]
         off, sec_lo, sec_hi, rank = self.off, self.sec_lo, self.sec_hi, self.rank
-        for a, b in zip(bounds, bounds[1:], strict=False):
+        for a, b in pairwise(bounds):
             part = [i for i in todo if off[i] < 0 and sec_lo[i] < b and sec_hi[i] > a]
             if part and not self._search(a, b, sorted(part, key=rank.__getitem__), 0, -1):
                 return False
         return True
 
     def _search(self, lo: int, hi: int, order: list[int], last_off: int, last_rank: int) -> bool:
-        """Depth-first search over the next buffer to place in sections [lo, hi)."""
+        """Try each canonical next placement in sections [lo, hi), lowest offset first."""
         self.nodes_left -= 1
-        if self.nodes_left < 0 or (not self.nodes_left & 1023 and time.monotonic() > self.deadline):
+        if self.nodes_left < 0 or (not self.nodes_left & 127 and time.monotonic() > self.deadline):
             raise _Abort
-        off, min_off, size, rank = self.off, self.min_off, self.size, self.rank
+        off, min_off, size, rank, bit = self.off, self.min_off, self.size, self.rank, self.bit
         todo = [i for i in order if off[i] < 0]
         if not todo:
             return True
         todo.sort(key=lambda i: (min_off[i], rank[i]))
         lows = [min_off[i] for i in todo]
         prefix = [0]
-        bit = self.bit
         for i in todo:
             prefix.append(prefix[-1] | bit[i])
-        self.lows, self.prefix = lows, prefix
-        min_height = min([min_off[i] + size[i] for i in todo])
-        # Offsets never decrease along a branch, so every section needs room above the offset.
-        top = min(self.capacity - max(self.total[lo:hi]) + 1, min_height)
+        # Offsets never decrease along a branch, so each section needs its unplaced bytes of
+        # room above the offset; and no buffer may start above the lowest unplaced slot's top.
+        top = min([m + size[i] for m, i in zip(lows, todo, strict=True)])
+        top = min(top, self.capacity - max(self.total[lo:hi]) + 1)
         for i in todo:
             o = min_off[i]
             if o >= top:
@@ -192,16 +205,16 @@ class _Solver:
                 cuts[k] += 1
 
     def _place(self, i: int, o: int) -> list[tuple[int, int]]:
-        """Place ``i`` at ``o``: raise the min offsets of unplaced overlapping buffers above it
+        """Place ``i`` at ``o``: lift the min offsets of unplaced overlapping buffers above it
         and take it out of its sections' unplaced totals. Returns the (buffer, old min) log."""
-        off, min_off, align, total = self.off, self.min_off, self.align, self.total
+        off, min_off, total = self.off, self.min_off, self.total
         off[i] = o
         height = o + self.size[i]
         moved = []
         for j in self.overlaps[i]:
             if off[j] < 0 and min_off[j] < height:
                 moved.append((j, min_off[j]))
-                min_off[j] = align_up(height, align[j])
+                min_off[j] = height
         s = self.size[i]
         for k in range(self.sec_lo[i], self.sec_hi[i]):
             total[k] -= s
@@ -221,6 +234,7 @@ class _Solver:
         return True
 
     def _unplace(self, i: int, moved: list[tuple[int, int]]) -> None:
+        """Undo ``_place(i, ...)`` given its log."""
         min_off, total, s = self.min_off, self.total, self.size[i]
         for k in range(self.sec_lo[i], self.sec_hi[i]):
             total[k] += s
@@ -229,21 +243,64 @@ class _Solver:
         self.off[i] = -1
 
 
-def search_offsets(
-    requests: Sequence[BufferRequest], capacity: int, deadline: float
-) -> list[int] | None:
-    """Offsets with every footprint under ``capacity``; None if infeasible; _Abort at deadline."""
-    idx = [k for k, r in enumerate(requests) if r.footprint and r.start < r.end]
-    solver = _Solver(
-        [requests[k].footprint for k in idx],
-        [requests[k].alignment for k in idx],
-        [requests[k].start for k in idx],
-        [requests[k].end for k in idx],
-    )
-    found = solver.solve(capacity, deadline)
-    if found is None:
-        return None
-    offsets = [0] * len(requests)
-    for k, o in zip(idx, found, strict=True):
-        offsets[k] = o
-    return offsets
+class _UnitProblem:
+    """The requests that need bytes, in units of the lcm of their alignments.
+
+    Footprints are rounded up to the unit, which is exact whenever they are multiples of it
+    (always so for a uniform alignment); any offset in units is then aligned for every buffer.
+    """
+
+    def __init__(self, requests: Sequence[BufferRequest]) -> None:
+        self.requests = requests
+        self.index = [k for k, r in enumerate(requests) if r.footprint and r.start < r.end]
+        live = [requests[k] for k in self.index]
+        self.unit = math.lcm(*(r.alignment for r in live)) if live else 1
+        self.solver = _Solver(
+            [-(-r.footprint // self.unit) for r in live],
+            [r.start for r in live],
+            [r.end for r in live],
+        )
+
+    def offsets(self, capacity: int, deadline: float) -> list[int] | None:
+        """Byte offsets with every footprint under ``capacity`` bytes, None if infeasible;
+        raises _Abort at the deadline."""
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(max(limit, 4 * len(self.index) + 200))  # two frames per buffer
+        try:
+            found = self.solver.solve(capacity // self.unit, deadline)
+        finally:
+            sys.setrecursionlimit(limit)
+        if found is None:
+            return None
+        offsets = [0] * len(self.requests)
+        for k, o in zip(self.index, found, strict=True):
+            offsets[k] = o * self.unit
+        return offsets
+
+
+def plan_search(requests: Sequence[BufferRequest], time_limit: float = 5.0) -> Plan:
+    """Best plan found within ``time_limit`` seconds; never worse than greedy.
+
+    Probes capacities with the exact search: the lower bound first (a plan there is optimal,
+    so the search stops), then a binary search between the lower bound and the best plan so
+    far. Each probe gets half of the remaining time; a timed-out probe counts as infeasible.
+    """
+    check_requests(requests)
+    deadline = time.monotonic() + time_limit
+    best = plan_greedy(requests)
+    lo, hi = lower_bound(requests), plan_peak(best) - 1
+    problem = _UnitProblem(requests) if lo <= hi else None
+    target = lo
+    while problem is not None and lo <= hi and time.monotonic() < deadline:
+        now = time.monotonic()
+        try:
+            offsets = problem.offsets(target, now + (deadline - now) / 2)
+        except _Abort:
+            offsets = None
+        if offsets is None:
+            lo = target + 1
+        else:
+            best = single_tier_plan(requests, offsets, "search")
+            hi = plan_peak(best) - 1
+        target = (lo + hi) // 2
+    return best

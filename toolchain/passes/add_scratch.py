@@ -14,20 +14,20 @@ from typing import Any
 import numpy as np
 
 from runtime_py.kernels import KERNELS
-from toolchain.ir import Graph, Ref, Tensor
+from toolchain.ir import SCRATCH_ARG, Graph, Ref, Tensor
 
 
 def add_scratch(graph: Graph) -> Graph:
     """Apply the rewrite described in the module docstring."""
     for node in graph.nodes:
         kernel = KERNELS.get(node.op)
-        if kernel is None or kernel.scratch is None or "scratch" in node.args:
+        if kernel is None or kernel.scratch is None or SCRATCH_ARG in node.args:
             continue
         nbytes = kernel.scratch(**{k: _placeholder(graph, v) for k, v in node.args.items()})
         if nbytes > 0:
             name = f"{node.outputs[0]}_scratch"
             graph.tensors[name] = Tensor(name, (nbytes,), "uint8", "scratch")
-            node.args["scratch"] = Ref(name)
+            node.args[SCRATCH_ARG] = Ref(name)
     graph.ensured.add("scratch_planned")
     return graph
 

@@ -5,8 +5,8 @@ Rewrites: ``aten::convolution.out(..., out=X)`` then ``aten::relu.out(X, out=Y)`
     arguments ride along prefixed ``act_`` (``act_min_val`` for hardtanh). Same for
     ``aten::addmm.out`` -> ``nee::addmm_act.out``. The kernel applies the activation in place on
     its output, saving one pass over memory and the intermediate buffer X.
-Requires: "out_variant"; the activation kernel is in-place safe (``Kernel.inplace``); X is read
-    only by the activation and is not a graph output.
+Requires: "out_variant"; the activation is a unary op in ACTIVATIONS with an in-place safe
+    kernel (``Kernel.inplace``); X is read only by the activation and is not a graph output.
 Ensures: no fusable producer/activation pair remains.
 """
 
@@ -19,6 +19,12 @@ FUSED = {
     "aten::convolution.out": "nee::convolution_act.out",
     "aten::addmm.out": "nee::addmm_act.out",
 }
+# Unary activations (one tensor argument, ``self``) that may ride on a fused producer.
+ACTIVATIONS = frozenset({
+    "aten::relu.out", "aten::hardtanh.out", "aten::clamp.out", "aten::hardswish.out",
+    "aten::hardsigmoid.out", "aten::sigmoid.out", "aten::tanh.out", "aten::gelu.out",
+    "aten::silu.out", "aten::leaky_relu.out",
+})
 
 
 def fuse_activation(graph: Graph) -> Graph:
@@ -44,6 +50,7 @@ def _fusable(graph: Graph, first: Node, act: Node, readers: dict[str, list[Node]
     kernel = KERNELS.get(act.op)
     return (
         first.op in FUSED
+        and act.op in ACTIVATIONS
         and FUSED[first.op] in KERNELS
         and kernel is not None
         and kernel.inplace

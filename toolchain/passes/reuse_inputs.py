@@ -11,7 +11,7 @@ Ensures: "inplace_reused": an output that is a view aliases, whole, a storage it
 from __future__ import annotations
 
 from runtime_py.kernels import KERNELS
-from toolchain.ir import Graph, Node, node_inputs
+from toolchain.ir import Graph, Node, contiguous_strides, node_inputs
 
 
 def reuse_inputs(graph: Graph) -> Graph:
@@ -39,7 +39,8 @@ def _donor(graph: Graph, node: Node, step: int, last_read: dict[str, int]) -> st
     for name in node_inputs(node):
         t, root = graph.tensors[name], graph.tensors[graph.storage_of(name)]
         if (root.kind in ("activation", "input") and last_read.get(root.name) == step
-                and t.strides is None and t.offset == 0 and t.nbytes == root.nbytes
+                and t.element_strides() == contiguous_strides(t.shape) and t.offset == 0
+                and t.nbytes == root.nbytes
                 and t.shape == out.shape and t.dtype == out.dtype):
             return root.name
     return None
@@ -50,4 +51,4 @@ def _alias_output(graph: Graph, out: str, donor: str) -> None:
         if t.view_of == out:
             t.view_of = donor
     t = graph.tensors[out]
-    t.view_of, t.strides, t.offset = donor, None, 0
+    t.view_of, t.strides, t.offset = donor, contiguous_strides(t.shape), 0

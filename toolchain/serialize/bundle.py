@@ -20,14 +20,21 @@ from runtime_py.fbs.Segment import SegmentT
 from runtime_py.fbs.StorageKind import StorageKind
 from runtime_py.fbs.Tensor import TensorT
 from runtime_py.format import DTYPE_CODES, FILE_IDENTIFIER, SCHEMA_VERSION, align, segment_base
+from toolchain.errors import ExportError
 from toolchain.export.result import ExportResult
 from toolchain.ir import Graph, Ref, Tensor, refs
 
 
 def write_bundle(result: ExportResult, path: str | Path) -> int:
-    """Write ``result`` to ``path``; returns the file size in bytes."""
+    """Write ``result`` to ``path`` atomically (a temp file renamed into place); returns bytes."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise ExportError(f"output {path}", "an existing directory", f"no {path.parent}",
+                          "create the directory first")
     data = serialize(result)
-    Path(path).write_bytes(data)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
     return len(data)
 
 

@@ -1,0 +1,69 @@
+"""Fused kernels: a convolution or addmm, then an in-place activation on its output.
+
+``nee::<base>_act.out`` takes the base kernel's arguments plus ``activation`` (the activation
+kernel's key, e.g. ``"aten::relu.out"``) and the activation's own non-tensor arguments prefixed
+``act_`` (e.g. ``act_min_val``). The scratch is the larger of the base's and the activation's;
+the activation reuses it once the base kernel is done with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from runtime_py import kernels
+from runtime_py.kernels import Kernel, linalg, nn
+from runtime_py.kernels._common import FLOAT, NUMERIC
+
+_PREFIX = "act_"
+
+
+def _split(args: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(base args, activation args with the ``act_`` prefix stripped)."""
+    base, act = {}, {}
+    for key, value in args.items():
+        if key.startswith(_PREFIX):
+            act[key[len(_PREFIX):]] = value
+        else:
+            base[key] = value
+    return base, act
+
+
+def _with_scratch(kernel: Kernel, scratch: np.ndarray | None) -> dict[str, Any]:
+    return {"scratch": scratch} if kernel.scratch is not None and scratch is not None else {}
+
+
+def _fused(base: Kernel, dtypes: frozenset[str],
+           out_shape: Callable[..., tuple[int, ...]]) -> Kernel:
+    """``base`` into out, then ``KERNELS[activation]`` in place on out."""
+
+    def fn(*, activation: str, out: np.ndarray, scratch: np.ndarray | None = None,
+           **args: Any) -> None:
+        base_args, act_args = _split(args)
+        base.fn(**base_args, out=out, **_with_scratch(base, scratch))
+        act = kernels.KERNELS[activation]
+        act.fn(self=out, out=out, **act_args, **_with_scratch(act, scratch))
+
+    def scratch(*, activation: str, **args: Any) -> int:
+        base_args, act_args = _split(args)
+        act = kernels.KERNELS[activation]
+        shape = out_shape(**base_args)
+        dtype = next(v.dtype for v in base_args.values() if isinstance(v, np.ndarray))
+        placeholder = np.broadcast_to(np.zeros((), dtype), shape)
+        return max(base.scratch(**base_args) if base.scratch else 0,
+                   act.scratch(self=placeholder, **act_args) if act.scratch else 0)
+
+    return Kernel(fn, dtypes, scratch=scratch)
+
+
+def _addmm_out_shape(mat1: np.ndarray, mat2: np.ndarray, **_: object) -> tuple[int, ...]:
+    return (mat1.shape[0], mat2.shape[1])
+
+
+KERNELS: dict[str, Kernel] = {
+    "nee::convolution_act.out": _fused(nn.KERNELS["aten::convolution.out"], FLOAT,
+                                       nn.conv_out_shape),
+    "nee::addmm_act.out": _fused(linalg.KERNELS["aten::addmm.out"], NUMERIC, _addmm_out_shape),
+}

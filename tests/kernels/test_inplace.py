@@ -1,0 +1,95 @@
+"""Every ``Kernel.inplace`` kernel, with ``out`` aliasing each same-shaped input, vs. torch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from kernel_harness import planned_scratch, random, to_kernel_arg
+
+from runtime_py.kernels import KERNELS
+from toolchain.export.out_variant import canonical_name, find_out_variant
+
+aten = torch.ops.aten
+F, I, B = torch.float32, torch.int64, torch.bool
+
+
+def _x(dtype: torch.dtype = F) -> torch.Tensor:
+    return random((3, 5), dtype, scale=4)
+
+
+def _pos() -> torch.Tensor:
+    return _x().abs() + 0.5
+
+
+# (functional op, kwargs): one call per in-place kernel (each resolves to its out variant).
+SAMPLES: list[tuple[torch._ops.OpOverload, dict[str, Any]]] = [
+    *[(getattr(aten, op).Tensor, {"self": _x(dt), "other": _x(dt)})
+      for op in ("add", "sub", "mul") for dt in (F, I)],
+    *[(getattr(aten, op).Scalar, {"self": _x(), "other": 2}) for op in ("add", "sub", "mul")],
+    (aten.div.Tensor, {"self": _x(), "other": _pos()}),
+    (aten.div.Scalar, {"self": _x(), "other": 3}),
+    (aten.div.Tensor_mode, {"self": _x(I), "other": _pos().long() + 1, "rounding_mode": "trunc"}),
+    (aten.div.Scalar_mode, {"self": _x(), "other": 3, "rounding_mode": "floor"}),
+    (aten.maximum.default, {"self": _x(), "other": _x()}),
+    (aten.minimum.default, {"self": _x(I), "other": _x(I)}),
+    (aten.pow.Tensor_Scalar, {"self": _pos(), "exponent": 2.5}),
+    (aten.pow.Tensor_Tensor, {"self": _pos(), "exponent": _x() / 4}),
+    (aten.pow.Scalar, {"self": 2.0, "exponent": _x()}),
+    *[(getattr(aten, op).Tensor, {"self": _x(B), "other": _x(B)})
+      for op in ("eq", "ne", "lt", "le", "gt", "ge")],
+    *[(getattr(aten, op).Scalar, {"self": _x(B), "other": 0})
+      for op in ("eq", "ne", "lt", "le", "gt", "ge")],
+    *[(getattr(aten, f"logical_{op}").default, {"self": _x(B), "other": _x(B)})
+      for op in ("and", "or", "xor")],
+    (aten.logical_not.default, {"self": _x(B)}),
+    *[(getattr(aten, op).default, {"self": _pos()})
+      for op in ("exp", "log", "sqrt", "tanh", "reciprocal", "rsqrt", "erf", "sigmoid", "silu",
+                 "hardsigmoid", "hardswish", "neg", "abs", "relu")],
+    (aten.gelu.default, {"self": _x()}),
+    (aten.gelu.default, {"self": _x(), "approximate": "tanh"}),
+    (aten.leaky_relu.default, {"self": _x(), "negative_slope": 0.2}),
+    (aten.hardtanh.default, {"self": _x(), "min_val": 0.0, "max_val": 6.0}),
+    (aten.clamp.default, {"self": _x(), "min": -1.0, "max": 2.0}),
+    (aten.clamp.Tensor, {"self": _x(), "min": _x() - 1, "max": _x() + 1}),
+    (aten.where.self, {"condition": _x(B), "self": _x(), "other": _x()}),
+    (aten.where.self, {"condition": _x(B), "self": _x(B), "other": _x(B)}),
+    (aten._softmax.default, {"self": _x(), "dim": 1, "half_to_float": False}),
+    (aten._log_softmax.default, {"self": _x(), "dim": 0, "half_to_float": False}),
+    (aten.clone.default, {"self": _x()}),
+    (aten._to_copy.default, {"self": _x(), "dtype": F}),
+    (aten.copy.default, {"self": _x(), "src": _x()}),
+]
+
+
+def _key(op: torch._ops.OpOverload) -> str:
+    out = find_out_variant(op)
+    assert out is not None
+    return canonical_name(out)
+
+
+def test_every_inplace_kernel_has_a_sample() -> None:
+    inplace = {name for name, kernel in KERNELS.items() if kernel.inplace}
+    assert inplace == {_key(op) for op, _ in SAMPLES}
+
+
+@pytest.mark.parametrize("scratch", [False, True])
+@pytest.mark.parametrize(("op", "kwargs"), SAMPLES, ids=lambda v: str(v) if
+                         isinstance(v, torch._ops.OpOverload) else "")
+def test_out_aliases_input(op: torch._ops.OpOverload, kwargs: dict[str, Any],
+                           scratch: bool) -> None:
+    """For each tensor input of out's shape and dtype: out is that very array."""
+    kernel = KERNELS[_key(op)]
+    want = op(**kwargs).numpy()
+    donors = [k for k, v in kwargs.items()
+              if isinstance(v, torch.Tensor) and v.shape == want.shape and v.numpy().dtype ==
+              want.dtype]
+    assert donors
+    for donor in donors:
+        args = {k: np.array(to_kernel_arg(v)) if isinstance(v, torch.Tensor) else v
+                for k, v in kwargs.items()}
+        extra = planned_scratch(kernel, args) if scratch else {}
+        kernel.fn(**args, out=args[donor], **extra)
+        np.testing.assert_allclose(args[donor], want, rtol=1e-5, atol=1e-6, err_msg=donor)

@@ -1,0 +1,65 @@
+"""Hypothesis strategies and brute-force oracles shared by the memory-plan tests."""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from toolchain.memory_plan import BufferRequest
+
+
+@st.composite
+def requests(draw, max_buffers: int = 14) -> list[BufferRequest]:
+    """Random buffers: sizes 0..300, lifetimes inside steps 0..26 (possibly empty), one
+    alignment for all (1 or 64) or mixed ones."""
+    alignments = draw(st.sampled_from([(1,), (64,), (1, 4, 16, 64)]))
+    n = draw(st.integers(0, max_buffers))
+    out = []
+    for k in range(n):
+        start = draw(st.integers(0, 20))
+        out.append(
+            BufferRequest(
+                id=f"b{k}",
+                size=draw(st.integers(0, 300)),
+                start=start,
+                end=start + draw(st.integers(0, 6)),
+                alignment=draw(st.sampled_from(alignments)),
+            )
+        )
+    return out
+
+
+@st.composite
+def perfect_packings(draw, max_cuts: int = 7) -> list[BufferRequest]:
+    """Buffers tiling a steps x bytes rectangle by guillotine cuts: zero waste, so the
+    lower bound (the rectangle's height) is achievable."""
+    boxes = [(0, draw(st.integers(2, 12)), 0, draw(st.integers(2, 64)))]  # t0, t1, a0, a1
+    for _ in range(draw(st.integers(0, max_cuts))):
+        t0, t1, a0, a1 = boxes.pop(draw(st.integers(0, len(boxes) - 1)))
+        if draw(st.booleans()) and t1 - t0 > 1:
+            cut = draw(st.integers(t0 + 1, t1 - 1))
+            boxes += [(t0, cut, a0, a1), (cut, t1, a0, a1)]
+        elif a1 - a0 > 1:
+            cut = draw(st.integers(a0 + 1, a1 - 1))
+            boxes += [(t0, t1, a0, cut), (t0, t1, cut, a1)]
+        else:
+            boxes.append((t0, t1, a0, a1))
+    return [BufferRequest(f"p{k}", a1 - a0, t0, t1, 1) for k, (t0, t1, a0, a1) in enumerate(boxes)]
+
+
+def brute_lower_bound(reqs: list[BufferRequest]) -> int:
+    """Max over every step of the live footprints, by enumeration."""
+    steps = {r.start for r in reqs}
+    return max((sum(r.footprint for r in reqs if r.start <= t < r.end) for t in steps), default=0)
+
+
+def brute_overlap(reqs: list[BufferRequest], offsets: dict[str, int]) -> bool:
+    """True if two buffers live at a common step share bytes (pairwise check)."""
+    real = [r for r in reqs if r.start < r.end and r.footprint]
+    return any(
+        a.start < b.end
+        and b.start < a.end
+        and offsets[a.id] < offsets[b.id] + b.footprint
+        and offsets[b.id] < offsets[a.id] + a.footprint
+        for i, a in enumerate(real)
+        for b in real[i + 1 :]
+    )

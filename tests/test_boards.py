@@ -1,0 +1,63 @@
+"""Board recipes: every shipped recipe loads; tiers steer the plan; too-small boards fail clearly."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from runtime_py.program import Program
+from toolchain.boards import Board, available_boards, load_board
+from toolchain.cli import export_main
+from toolchain.errors import ExportError
+from toolchain.export import export
+from toolchain.memory_plan.types import Tier
+from toolchain.serialize.bundle import write_bundle
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+@pytest.mark.parametrize("name", available_boards())
+def test_every_shipped_recipe_loads(name):
+    board = load_board(name)
+    assert board.tiers and all(t.capacity > 0 for t in board.tiers)
+
+
+def test_unknown_board_lists_the_known_ones():
+    with pytest.raises(ExportError, match="host"):
+        load_board("no-such-board")
+
+
+def _board(*capacities: int) -> Board:
+    tiers = tuple(Tier(f"t{i}", c) for i, c in enumerate(capacities))
+    return Board("tiny", "", tiers, {}, ("float32",))
+
+
+def test_small_fast_tier_spills_and_still_runs(exported, tmp_path):
+    ex = exported("cnn")
+    needed = ex.result.plan.arenas[0].size
+    result = export(ex.model, ex.torch_inputs, board=_board(needed // 3, needed * 4))
+    arenas = {a.tier: a for a in result.plan.arenas}
+    assert 0 < arenas["t0"].size <= needed // 3 and arenas["t1"].size > 0
+    write_bundle(result, tmp_path / "m.nee")
+    (out,) = Program.load(tmp_path / "m.nee").run(*ex.inputs)
+    np.testing.assert_allclose(out, ex.expected[0], rtol=1e-5, atol=1e-6)
+
+
+def test_board_too_small_names_needed_available_and_peak_op(tmp_path):
+    done = CliRunner().invoke(export_main, [f"{EXAMPLES}/cnn.py:Model", "-o",
+                                            str(tmp_path / "m.nee"), "--board",
+                                            str(_recipe(tmp_path, 4096, 8192))])
+    assert done.exit_code == 1
+    assert "sram" in done.output and "dram" in done.output
+    assert re.search(r"peaks at step \d+ \((aten|nee)::\S+ at \S+cnn\.py:\d+", done.output)
+
+
+def _recipe(tmp_path, sram: int, dram: int):
+    path = tmp_path / "tiny.toml"
+    path.write_text(f'name = "tiny"\n[[memory]]\nname = "sram"\nsize = {sram}\n'
+                    f'[[memory]]\nname = "dram"\nsize = {dram}\n')
+    return path
