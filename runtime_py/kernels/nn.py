@@ -322,7 +322,8 @@ def native_layer_norm(input: np.ndarray, normalized_shape: Sequence[int],
     The variance is a row-wise dot of the centred values (in out0), so no temporaries.
     """
     k = len(normalized_shape)
-    np.mean(input, axis=tuple(range(input.ndim - k, input.ndim)), keepdims=True, out=out1)
+    np.add.reduce(input, axis=tuple(range(input.ndim - k, input.ndim)), keepdims=True, out=out1)
+    np.divide(out1, math.prod(normalized_shape), out=out1)
     np.subtract(input, out1, out=out0)
     rows = out0.reshape((-1, math.prod(normalized_shape)), copy=False)
     rstd = out2.reshape(-1, copy=False)

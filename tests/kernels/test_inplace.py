@@ -13,7 +13,7 @@ from runtime_py.kernels import KERNELS
 from toolchain.export.out_variant import canonical_name, find_out_variant
 
 aten = torch.ops.aten
-F, I, B = torch.float32, torch.int64, torch.bool
+F, INT, B = torch.float32, torch.int64, torch.bool
 
 
 def _x(dtype: torch.dtype = F) -> torch.Tensor:
@@ -27,14 +27,14 @@ def _pos() -> torch.Tensor:
 # (functional op, kwargs): one call per in-place kernel (each resolves to its out variant).
 SAMPLES: list[tuple[torch._ops.OpOverload, dict[str, Any]]] = [
     *[(getattr(aten, op).Tensor, {"self": _x(dt), "other": _x(dt)})
-      for op in ("add", "sub", "mul") for dt in (F, I)],
+      for op in ("add", "sub", "mul") for dt in (F, INT)],
     *[(getattr(aten, op).Scalar, {"self": _x(), "other": 2}) for op in ("add", "sub", "mul")],
     (aten.div.Tensor, {"self": _x(), "other": _pos()}),
     (aten.div.Scalar, {"self": _x(), "other": 3}),
-    (aten.div.Tensor_mode, {"self": _x(I), "other": _pos().long() + 1, "rounding_mode": "trunc"}),
+    (aten.div.Tensor_mode, {"self": _x(INT), "other": _pos().long() + 1, "rounding_mode": "trunc"}),
     (aten.div.Scalar_mode, {"self": _x(), "other": 3, "rounding_mode": "floor"}),
     (aten.maximum.default, {"self": _x(), "other": _x()}),
-    (aten.minimum.default, {"self": _x(I), "other": _x(I)}),
+    (aten.minimum.default, {"self": _x(INT), "other": _x(INT)}),
     (aten.pow.Tensor_Scalar, {"self": _pos(), "exponent": 2.5}),
     (aten.pow.Tensor_Tensor, {"self": _pos(), "exponent": _x() / 4}),
     (aten.pow.Scalar, {"self": 2.0, "exponent": _x()}),
