@@ -80,7 +80,7 @@ def to_graph(ep: ExportedProgram) -> Graph:
         elif fx_node.op == "call_function":
             names[fx_node] = _call(graph, fx_node, names)
         elif fx_node.op == "output":
-            graph.outputs = [_ref(names, v).name for v in fx_node.args[0]]
+            graph.outputs = [_output_name(names, v) for v in fx_node.args[0]]
         else:
             raise ExportError(fx_node.name, "placeholder/call_function/output", fx_node.op, "")
     return graph
@@ -158,5 +158,9 @@ def _value(v: Any, names: dict[torch.fx.Node, Any], where: str) -> Any:
     return v
 
 
-def _ref(names: dict[torch.fx.Node, Any], v: Any) -> Ref:
-    return names[v]
+def _output_name(names: dict[torch.fx.Node, Any], v: Any) -> str:
+    ref = names.get(v) if isinstance(v, torch.fx.Node) else None
+    if not isinstance(ref, Ref):
+        raise ExportError("model output", "tensors only", repr(v),
+                          "return a tensor or a tuple of tensors from forward()")
+    return ref.name

@@ -111,32 +111,32 @@ def _node(node: Any, index: dict[str, int]) -> Any:
     )
 
 
+# (element test, kind for one value, kind for a list, ArgT field, element encoder); first match.
+_ARG_KINDS = (
+    (lambda v: isinstance(v, Ref), ArgKind.Tensor, ArgKind.TensorList, "tensors", None),
+    (lambda v: isinstance(v, bool), ArgKind.Bool, ArgKind.BoolList, "ints", int),
+    (lambda v: isinstance(v, int), ArgKind.Int, ArgKind.IntList, "ints", int),
+    (lambda v: isinstance(v, (int, float)), ArgKind.Float, ArgKind.FloatList, "floats", float),
+)
+
+
 def _arg(name: str, value: Any, index: dict[str, int]) -> Any:
-    arg = ArgT(name=name)
-    items = value if isinstance(value, (list, tuple)) else None
     if value is None:
-        arg.kind = ArgKind.None_
-    elif isinstance(value, Ref):
-        arg.kind, arg.tensors = ArgKind.Tensor, [index[value.name]]
-    elif items is not None and items and all(isinstance(v, Ref) for v in items):
-        arg.kind, arg.tensors = ArgKind.TensorList, [index[v.name] for v in items]
-    elif isinstance(value, bool):
-        arg.kind, arg.ints = ArgKind.Bool, [int(value)]
-    elif isinstance(value, int):
-        arg.kind, arg.ints = ArgKind.Int, [value]
-    elif isinstance(value, float):
-        arg.kind, arg.floats = ArgKind.Float, [value]
-    elif isinstance(value, str):
-        arg.kind, arg.str = ArgKind.String, value
-    elif items is not None and all(isinstance(v, bool) for v in items) and items:
-        arg.kind, arg.ints = ArgKind.BoolList, [int(v) for v in items]
-    elif items is not None and all(isinstance(v, int) for v in items):
-        arg.kind, arg.ints = ArgKind.IntList, list(items)
-    elif items is not None and all(isinstance(v, (int, float)) for v in items):
-        arg.kind, arg.floats = ArgKind.FloatList, [float(v) for v in items]
-    else:
-        raise TypeError(f"argument {name}: cannot serialize {value!r}")
-    return arg
+        return ArgT(name=name, kind=ArgKind.None_)
+    if isinstance(value, str):
+        return ArgT(name=name, kind=ArgKind.String, str=value)
+    is_list = isinstance(value, (list, tuple))
+    values = list(value) if is_list else [value]
+    if not values:
+        return ArgT(name=name, kind=ArgKind.IntList, ints=[])
+    for test, one, many, field, encode in _ARG_KINDS:
+        if all(test(v) for v in values):
+            encoded = [index[v.name] if encode is None else encode(v) for v in values]
+            arg = ArgT(name=name, kind=many if is_list else one)
+            setattr(arg, field, encoded)
+            return arg
+    raise ExportError(f"argument {name}", "a tensor, scalar, string or list of them",
+                      repr(value), "this op argument type is not serializable yet")
 
 
 def _plan(result: ExportResult) -> Any:
