@@ -20,7 +20,7 @@ from toolchain.memory_plan import (
     verify_plan,
 )
 
-DEFAULT_DIR = Path("/work/shared/planner-benchmarks")
+DEFAULT_DIR = Path(__file__).resolve().parents[2] / "shared" / "planner-benchmarks"
 
 
 def best_known(readme: Path) -> dict[str, int]:

@@ -21,7 +21,7 @@ from toolchain.memory_plan import (
 from toolchain.memory_plan.cli import main
 from toolchain.memory_plan.draw import draw_plan
 
-INPUT_12 = Path("/work/shared/planner-benchmarks/input.12.csv")
+INPUT_12 = Path(__file__).resolve().parents[3] / "shared" / "planner-benchmarks" / "input.12.csv"
 TINY = "id,lower,upper,size\nx1,0,2,10\nx2,1,3,7\nx3,2,4,10\nx4,0,4,3\n"
 
 

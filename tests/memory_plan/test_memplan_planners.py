@@ -22,7 +22,7 @@ from toolchain.memory_plan import (
     verify_plan,
 )
 
-BENCHMARKS = Path("/work/shared/planner-benchmarks")
+BENCHMARKS = Path(__file__).resolve().parents[3] / "shared" / "planner-benchmarks"
 FAST = settings(max_examples=60, deadline=None)
 
 
