@@ -15,7 +15,7 @@ from runtime_py.errors import InputError
 from runtime_py.fbs.ArgKind import ArgKind
 from runtime_py.fbs.StorageKind import StorageKind
 from runtime_py.format import DTYPES, SEGMENT_ALIGNMENT
-from runtime_py.kernels import KERNELS
+from runtime_py.kernels import KERNELS, UFUNC_BUFSIZE
 from runtime_py.loader import LoadedBundle, ints, load_bundle
 
 
@@ -68,18 +68,22 @@ class Program:
     def run(self, *inputs: np.ndarray) -> list[np.ndarray]:
         """Run once. Returns views of the output tensors, valid until the next run."""
         self.set_inputs(inputs)
-        for call in self.calls:
-            call.fn(**call.kwargs)
+        with np.errstate():  # restores the caller's ufunc buffer size on exit
+            np.setbufsize(UFUNC_BUFSIZE)
+            for call in self.calls:
+                call.fn(**call.kwargs)
         return self._output_views
 
     def profile(self, *inputs: np.ndarray) -> list[tuple[Call, float]]:
         """Run once, timing each kernel call; returns (call, seconds) in execution order."""
         self.set_inputs(inputs)
         timings = []
-        for call in self.calls:
-            start = time.perf_counter()
-            call.fn(**call.kwargs)
-            timings.append((call, time.perf_counter() - start))
+        with np.errstate():
+            np.setbufsize(UFUNC_BUFSIZE)
+            for call in self.calls:
+                start = time.perf_counter()
+                call.fn(**call.kwargs)
+                timings.append((call, time.perf_counter() - start))
         return timings
 
     def set_inputs(self, inputs: Sequence[np.ndarray]) -> None:

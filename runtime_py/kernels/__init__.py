@@ -23,15 +23,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
-
 # numpy (>= 2.3) allocates ufunc iterator buffers of ``bufsize`` elements per operand on every
 # broadcasting, strided or reducing call (~30 KB each at the default 8192) and frees them after:
 # a run-time allocation per call, and slower for the broadcasts kernels do. 512-1024 is fastest
-# on the example models (16 halves depthwise-conv speed) and keeps buffers ~6 KB. Set for the
-# importing thread's numpy context; the runtime should rather scope it per run.
+# on the example models (16 halves depthwise-conv speed) and keeps buffers ~6 KB. The runtime
+# sets it for the duration of each run (runtime_py/program.py), leaving the caller's numpy as is.
 UFUNC_BUFSIZE = 512
-np.setbufsize(UFUNC_BUFSIZE)
 
 
 @dataclass(frozen=True)
