@@ -152,3 +152,15 @@ def test_pipeline_is_one_literal_list_of_documented_passes():
     for p in PASSES:
         doc = (p.__module__ and __import__(p.__module__, fromlist=["_"]).__doc__) or ""
         assert all(word in doc for word in ("Rewrites:", "Requires:", "Ensures:")), p.__name__
+
+
+class Pools(nn.Module):
+    def forward(self, x):
+        y, idx = nn.functional.max_pool2d(x, 2, return_indices=True)
+        return nn.functional.max_pool2d(x, 3, 1, 1), y, idx
+
+
+def test_unread_pool_indices_are_dropped(tmp_path):
+    result = run_both(Pools(), torch.randn(1, 2, 6, 6), tmp_path=tmp_path)
+    ops = sorted(n.op for n in result.graph.nodes)
+    assert ops == ["aten::max_pool2d_with_indices.out", "nee::max_pool2d.out"]

@@ -6,6 +6,8 @@
 - to_out_variant after alias_views: view ops have no out overloads.
 - fold_constants after to_out_variant: it evaluates calls with the runtime's out kernels.
 - fuse_activation after fold_constants: folded producers are gone, so fusion sees real ones.
+- drop_unused_outputs after fold_constants (a folded call's outputs are gone) and before
+  add_scratch (the workspace is sized for the single-output kernel).
 - add_scratch after fusion: the workspace is sized for the final (fused) kernels.
 - reuse_inputs after every pass that changes the node list: it reads final lifetimes.
 - check_supported last: it checks the final kernel names against the runtime registry.
@@ -19,6 +21,7 @@ from toolchain.ir import Graph
 from toolchain.passes.add_scratch import add_scratch
 from toolchain.passes.alias_views import alias_views
 from toolchain.passes.check_supported import check_supported
+from toolchain.passes.drop_unused_outputs import drop_unused_outputs
 from toolchain.passes.fold_batchnorm import fold_batchnorm
 from toolchain.passes.fold_constants import fold_constants
 from toolchain.passes.fuse_activation import fuse_activation
@@ -34,6 +37,7 @@ PASSES: list[Pass] = [
     to_out_variant,
     fold_constants,
     fuse_activation,
+    drop_unused_outputs,
     add_scratch,
     reuse_inputs,
     check_supported,

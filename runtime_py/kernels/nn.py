@@ -229,6 +229,19 @@ def max_pool2d_with_indices(self: np.ndarray, kernel_size: IntList, stride: IntL
         np.copyto(indices, tap_index, where=take)
 
 
+def max_pool2d(self: np.ndarray, kernel_size: IntList, stride: IntList = (),
+               padding: IntList = (0, 0), dilation: IntList = (1, 1), ceil_mode: bool = False,
+               *, out: np.ndarray, scratch: np.ndarray | None = None) -> None:
+    """Max over windows without indices (NaN propagates, as in torch): one np.maximum per tap."""
+    del ceil_mode  # the output size (from out.shape) already reflects it
+    x, out = _batched(self, out)
+    win = _Window.of(kernel_size, stride, padding, dilation, out.shape[2:])
+    taps = win.taps(win.pad(x, -np.inf, Workspace(scratch)))
+    np.copyto(out, next(taps)[2])
+    for _, _, tap in taps:
+        np.maximum(out, tap, out=out)
+
+
 def _pool_window(self: np.ndarray, kernel_size: IntList, stride: IntList, padding: IntList,
                  dilation: IntList, ceil_mode: bool) -> _Window:
     """The window of a pooling call, its output size computed as torch does."""
@@ -353,6 +366,8 @@ KERNELS: dict[str, Kernel] = {
     "aten::convolution.out": Kernel(convolution, FLOAT, scratch=_conv_scratch),
     "aten::max_pool2d_with_indices.out": Kernel(max_pool2d_with_indices, FLOAT,
                                                 scratch=_pool_scratch),
+    "nee::max_pool2d.out": Kernel(max_pool2d, FLOAT,
+                                  scratch=functools.partial(_pool_scratch, masks=False)),
     "aten::avg_pool2d.out": Kernel(avg_pool2d, FLOAT, scratch=_avg_pool_scratch),
     "aten::_native_batch_norm_legit_no_training.out": Kernel(batch_norm_no_training, FLOAT),
     "aten::native_layer_norm.out": Kernel(native_layer_norm, FLOAT),

@@ -6,9 +6,12 @@ summed in a different order than torch's (mkldnn) kernels, so float32 rounding d
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
-from kernel_harness import check_op, coarse, random, with_layout
+from kernel_harness import check_op, coarse, random, run_kernel, with_layout
+
+from runtime_py.kernels import KERNELS
 
 aten = torch.ops.aten
 CONV_TOL = {"rtol": 1e-4, "atol": 1e-5}
@@ -70,6 +73,23 @@ def test_max_pool2d_with_indices(case: str, values: str) -> None:
     check_op(aten.max_pool2d_with_indices.default, self=with_layout(x, "transposed"),
              kernel_size=kernel, stride=stride, padding=padding, dilation=dilation,
              ceil_mode=ceil_mode)
+
+
+@pytest.mark.parametrize("scratch", [False, True])
+@pytest.mark.parametrize("case", sorted(MAX_POOL_CASES))
+def test_max_pool2d_without_indices(case: str, scratch: bool) -> None:
+    """``nee::max_pool2d.out`` (what export uses when indices are unread) equals torch."""
+    shape, kernel, stride, padding, dilation, ceil_mode = MAX_POOL_CASES[case]
+    x = random(shape)
+    x.view(-1)[3] = float("nan")
+    want = torch.nn.functional.max_pool2d(x, kernel, stride or None, padding, dilation,
+                                          ceil_mode=ceil_mode).numpy()
+    args = {"self": with_layout(x, "transposed").numpy(), "kernel_size": tuple(kernel),
+            "stride": tuple(stride), "padding": tuple(padding), "dilation": tuple(dilation),
+            "ceil_mode": ceil_mode}
+    out = np.full(want.shape, 7.0, np.float32)
+    run_kernel(KERNELS["nee::max_pool2d.out"], args, {"out": out}, scratch)
+    np.testing.assert_array_equal(out, want)
 
 
 def test_max_pool2d_nan_and_neg_inf() -> None:
