@@ -1,7 +1,9 @@
-"""Planner benchmark: naive / greedy / search peaks on the standard benchmark files.
+"""Planner benchmark: naive / greedy / search peaks on the standard benchmark files and on the
+example models' real graphs.
 
-Prints one table measured in a single run; best known peaks come from the README.md table
-of the benchmark directory. Usage: ``python bench/planner_bench.py [DIR] [--time-limit S]``.
+Prints tables measured in a single run; best known peaks come from the README.md table of the
+benchmark directory; for the models the target is the lower bound.
+Usage: ``python bench/planner_bench.py [DIR] [--time-limit S] [--no-models]``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from toolchain.memory_plan import (
     verify_plan,
 )
 
-DEFAULT_DIR = Path(__file__).resolve().parents[2] / "shared" / "planner-benchmarks"
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DIR = ROOT.parent / "shared" / "planner-benchmarks"
+HEADER = "{:<26}{:>8}{:>11}{:>11}{:>11}{:>11}{:>11}{:>8}{:>8}"
 
 
 def best_known(readme: Path) -> dict[str, int]:
@@ -33,28 +37,53 @@ def peak(plan) -> int:
     return max(a.size for a in plan.arenas)
 
 
+def row(name: str, requests: list, best: int | None, time_limit: float) -> str:
+    """One table row: naive, greedy and search peaks (all verified) and the gap to ``best``."""
+    naive, greedy = plan_naive(requests), plan_greedy(requests)
+    start = time.monotonic()
+    search = plan_search(requests, time_limit=time_limit)
+    elapsed = time.monotonic() - start
+    for plan in (naive, greedy, search):
+        verify_plan(requests, plan)
+    gap = f"{100 * (peak(search) - best) / best:.2f}" if best else "-"
+    return (f"{name:<26}{len(requests):>8}{lower_bound(requests):>11}{peak(naive):>11}"
+            f"{peak(greedy):>11}{peak(search):>11}{best or '-':>11}{gap:>8}{elapsed:>8.2f}")
+
+
+def model_requests() -> dict[str, list]:
+    """Buffer requests of every example model's exported graph (after all passes)."""
+    import importlib.util
+
+    from toolchain.export.capture import export_program, to_graph
+    from toolchain.memory_plan.lifetimes import buffer_requests
+    from toolchain.pipeline import run_passes
+
+    found = {}
+    for path in sorted((ROOT / "examples").glob("*.py")):
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        graph = to_graph(export_program(module.Model(), module.example_inputs()))
+        found[path.stem] = buffer_requests(run_passes(graph, verify_each=False))
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dir", nargs="?", type=Path, default=DEFAULT_DIR)
     parser.add_argument("--time-limit", type=float, default=30.0)
+    parser.add_argument("--no-models", action="store_true", help="skip the example models")
     args = parser.parse_args()
     known = best_known(args.dir / "README.md")
-    header = ("file", "buffers", "lower", "naive", "greedy", "search", "best", "gap %", "time s")
-    print("{:<26}{:>8}{:>11}{:>11}{:>11}{:>11}{:>11}{:>8}{:>8}".format(*header))
+    print(HEADER.format("file", "buffers", "lower", "naive", "greedy", "search", "best",
+                        "gap %", "time s"))
     for path in sorted(args.dir.glob("*.csv")):
-        requests = read_benchmark_csv(path)
-        naive, greedy = plan_naive(requests), plan_greedy(requests)
-        start = time.monotonic()
-        search = plan_search(requests, time_limit=args.time_limit)
-        elapsed = time.monotonic() - start
-        for plan in (naive, greedy, search):
-            verify_plan(requests, plan)
-        best = known.get(path.name)
-        gap = f"{100 * (peak(search) - best) / best:.2f}" if best else "-"
-        print(
-            f"{path.name:<26}{len(requests):>8}{lower_bound(requests):>11}{peak(naive):>11}"
-            f"{peak(greedy):>11}{peak(search):>11}{best or '-':>11}{gap:>8}{elapsed:>8.2f}"
-        )
+        print(row(path.name, read_benchmark_csv(path), known.get(path.name), args.time_limit))
+    if not args.no_models:
+        print("\n" + HEADER.format("model graph", "buffers", "lower", "naive", "greedy",
+                                   "search", "lower", "gap %", "time s"))
+        for name, requests in model_requests().items():
+            print(row(name, requests, lower_bound(requests), args.time_limit))
 
 
 if __name__ == "__main__":

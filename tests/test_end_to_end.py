@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from runtime_py.fbs.StorageKind import StorageKind
 from runtime_py.program import Program
 
 
@@ -54,3 +55,26 @@ def test_plan_reports_lower_bound_and_aliases_views(exported):
     assert arena.size >= arena.lower_bound > 0
     views = [t for t in result.graph.tensors.values() if t.view_of]
     assert views, "flatten/permute in the CNN should be zero-copy views"
+
+
+def test_weights_are_used_in_place_from_the_mapped_file(exported):
+    program = Program.load(exported("resnet18").path)
+    mapped = program.loaded.data
+    consts = [(v, t) for v, t in zip(program.tensors, program.loaded.bundle.tensors, strict=True)
+              if t.storageKind == StorageKind.Constant]
+    assert consts and all(not v.flags.writeable for v, _ in consts)
+    start = np.frombuffer(mapped, np.uint8).ctypes.data
+    for v, t in consts:
+        assert start <= v.ctypes.data < start + len(mapped)  # inside the mapping: no copy
+        if t.byteOffset == 0:
+            assert (v.ctypes.data - start) % 64 == 0  # segments are 64-byte aligned
+
+
+def test_arena_is_allocated_once(exported):
+    ex = exported("mobilenet_v2")
+    program = Program.load(ex.path)
+    before = [a.ctypes.data for a in program.arenas]
+    for _ in range(2):
+        program.run(*ex.inputs)
+    assert [a.ctypes.data for a in program.arenas] == before
+    assert all(a.ctypes.data % 64 == 0 for a in program.arenas)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import operator
 import re
+import warnings
 from typing import Any
 
 import numpy as np
@@ -43,7 +44,9 @@ def export_program(model: torch.nn.Module, example_inputs: tuple[Any, ...]) -> E
     """``torch.export`` the model in eval mode and decompose it to core ATen."""
     model = model.eval()
     try:
-        with torch.no_grad():
+        with torch.no_grad(), warnings.catch_warnings():
+            # torch 2.13's own pytree code warns about itself on every export
+            warnings.filterwarnings("ignore", ".*LeafSpec.*", FutureWarning)
             return torch.export.export(model, tuple(example_inputs)).run_decompositions()
     except Exception as e:  # torch raises many types; report them uniformly
         first = (str(e).strip().splitlines() or [""])[0]
