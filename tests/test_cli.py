@@ -68,3 +68,15 @@ def test_untraceable_model_and_bad_output_dir_are_clean_errors(tmp_path):
     done = runner.invoke(export_main, [f"{EXAMPLES}/mlp.py:Model", "-o",
                                        str(tmp_path / "missing" / "m.nee")])
     assert done.exit_code == 1 and "existing directory" in done.output
+
+
+def test_inspect_draws_the_plan_and_run_takes_random_inputs(tmp_path, exported):
+    bundle = str(exported("cnn").path)
+    png = tmp_path / "plan.png"
+    done = CliRunner().invoke(inspect_main, [bundle, "--plan-png", str(png), "--buffers"])
+    assert done.exit_code == 0, done.output
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "steps [" in done.output  # the --buffers listing
+    done = CliRunner().invoke(run_main, [bundle, "--random", "--repeat", "3"])
+    assert done.exit_code == 0, done.output
+    assert "over 3 run(s)" in done.output
