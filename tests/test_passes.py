@@ -164,3 +164,15 @@ def test_unread_pool_indices_are_dropped(tmp_path):
     result = run_both(Pools(), torch.randn(1, 2, 6, 6), tmp_path=tmp_path)
     ops = sorted(n.op for n in result.graph.nodes)
     assert ops == ["aten::max_pool2d_with_indices.out", "nee::max_pool2d.out"]
+
+
+class SelfOverlap(nn.Module):
+    def forward(self, x):
+        y = torch.relu(x)  # an activation storage that dies at the add below
+        return nn.functional.hardswish(y + y.t())  # other arg: another view of y
+
+
+def test_inplace_never_overwrites_a_storage_read_through_another_view(tmp_path):
+    result = run_both(SelfOverlap(), torch.randn(16, 16), tmp_path=tmp_path)
+    add = next(n for n in result.graph.nodes if n.op == "aten::add.out")
+    assert result.graph.tensors[add.outputs[0]].view_of is None

@@ -28,7 +28,7 @@ _DTYPES = {
     torch.bool: "bool",
 }
 # Tensor-options values that the pre-allocated out tensor already fixes.
-_DROPPED = (torch.layout, torch.device, torch.memory_format)
+_OPTION_TYPES = (torch.layout, torch.device, torch.memory_format)
 
 
 def numpy_dtype(dtype: torch.dtype, where: str) -> str:
@@ -91,17 +91,10 @@ def to_graph(ep: ExportedProgram) -> Graph:
 
 def _constant_inputs(ep: ExportedProgram) -> dict[str, torch.Tensor]:
     """Lifted parameters, buffers and constant tensors by placeholder name."""
-    found = {}
-    for spec in ep.graph_signature.input_specs:
-        if spec.kind == InputKind.USER_INPUT:
-            continue
-        if spec.kind in (InputKind.PARAMETER, InputKind.BUFFER):
-            found[spec.arg.name] = ep.state_dict.get(spec.target, None)
-            if found[spec.arg.name] is None:  # non-persistent buffer
-                found[spec.arg.name] = ep.constants[spec.target]
-        else:
-            found[spec.arg.name] = ep.constants[spec.target]
-    return found
+    return {  # non-persistent buffers and lifted constants live in ep.constants
+        spec.arg.name: ep.state_dict.get(spec.target, ep.constants.get(spec.target))
+        for spec in ep.graph_signature.input_specs if spec.kind != InputKind.USER_INPUT
+    }
 
 
 def _placeholder(graph: Graph, fx_node: torch.fx.Node, value: torch.Tensor | None) -> Ref:
@@ -156,7 +149,7 @@ def _value(v: Any, names: dict[torch.fx.Node, Any], where: str) -> Any:
         return [_value(x, names, where) for x in v]
     if isinstance(v, torch.dtype):
         return numpy_dtype(v, where)
-    if isinstance(v, _DROPPED):
+    if isinstance(v, _OPTION_TYPES):
         return _DROP
     return v
 

@@ -1,9 +1,10 @@
 """Pass: let in-place-safe elementwise calls write over an input that dies at that call.
 
 Rewrites: when a node's kernel is ``Kernel.inplace`` and one of its tensor inputs covers a whole
-    input/activation storage with the output's shape and dtype, and no later node (nor the graph
-    output) reads that storage, the output becomes a contiguous alias of that storage, and views
-    of the output are re-rooted onto it. The planner then sees one buffer where there were two.
+    input/activation storage with the output's shape and dtype, no other argument of the node is
+    a different view of that storage, and no later node (nor the graph output) reads it, the
+    output becomes a contiguous alias of that storage, and views of the output are re-rooted
+    onto it. The planner then sees one buffer where there were two.
 Requires: "out_variant"; runs after every pass that adds, removes or reorders nodes.
 Ensures: "inplace_reused": an output that is a view aliases, whole, a storage its node reads.
 """
@@ -36,9 +37,12 @@ def reuse_inputs(graph: Graph) -> Graph:
 
 def _donor(graph: Graph, node: Node, step: int, last_read: dict[str, int]) -> str | None:
     out = graph.tensors[node.outputs[0]]
-    for name in node_inputs(node):
+    inputs = node_inputs(node)
+    for name in inputs:
         t, root = graph.tensors[name], graph.tensors[graph.storage_of(name)]
+        other_views = any(graph.storage_of(n) == root.name and n != name for n in inputs)
         if (root.kind in ("activation", "input") and last_read.get(root.name) == step
+                and not other_views
                 and t.element_strides() == contiguous_strides(t.shape) and t.offset == 0
                 and t.nbytes == root.nbytes
                 and t.shape == out.shape and t.dtype == out.dtype):
