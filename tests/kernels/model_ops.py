@@ -9,6 +9,7 @@ from types import ModuleType
 
 import torch
 
+from toolchain.export.capture import export_program
 from toolchain.export.out_variant import canonical_name, find_out_variant
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -33,8 +34,7 @@ def load_example(name: str) -> ModuleType:
 def exported_ops(name: str) -> set[torch._ops.OpOverload]:
     """call_function targets of the example's core-ATen graph (getitem excluded)."""
     module = load_example(name)
-    ep = torch.export.export(module.Model().eval(), module.example_inputs())
-    graph = ep.run_decompositions().graph
+    graph = export_program(module.Model(), module.example_inputs()).graph
     return {n.target for n in graph.nodes
             if n.op == "call_function" and n.target is not operator.getitem}
 

@@ -63,9 +63,12 @@ def test_cli_fails_clearly_when_capacity_is_too_small(tiny_csv: Path, tmp_path: 
     lb = lower_bound(read_benchmark_csv(tiny_csv))
     out = tmp_path / "never.csv"
     result = CliRunner().invoke(main, [str(tiny_csv), "--capacity", str(lb - 1), "-o", str(out)])
-    assert result.exit_code != 0
-    assert f"only {lb - 1} are available" in result.output
-    assert "needs" in result.output and not out.exists()
+    assert result.exit_code != 0 and not out.exists()
+    assert f"no plan can fit {lb - 1} bytes: {lb} bytes are live at once" in result.output
+    result = CliRunner().invoke(main, [str(tiny_csv), "--capacity", str(lb), "--planner",
+                                       "naive", "-o", str(out)])
+    assert result.exit_code != 0 and not out.exists()
+    assert f"only {lb} are available" in result.output and "needs" in result.output
 
 
 def test_cli_rejects_malformed_csv(tmp_path: Path):

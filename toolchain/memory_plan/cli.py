@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from .benchmark_io import read_benchmark_csv, write_solution_csv
-from .core import PlanError, lower_bound, plan_peak
+from .core import PlanError, lower_bound, peak_live_set, plan_peak
 from .plan import PLANNERS, plan_memory
 
 
@@ -30,6 +30,12 @@ def main(
     start = time.monotonic()
     try:
         requests = read_benchmark_csv(file)
+        if capacity is not None and lower_bound(requests) > capacity:
+            step, live = peak_live_set(requests)
+            raise PlanError(
+                f"no plan can fit {capacity} bytes: {lower_bound(requests)} bytes are live at "
+                f"once at step {step} ({len(live)} buffers: {', '.join(live[:8])}"
+                f"{', ...' if len(live) > 8 else ''})")
         plan = plan_memory(requests, planner=planner, time_limit=time_limit)
     except PlanError as e:
         raise click.ClickException(str(e)) from e
