@@ -134,6 +134,16 @@ def test_unsupported_op_names_op_source_line_and_close_ops():
     assert "supported ops close to it" in message
 
 
+class Double(nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+def test_unsupported_dtype_fails_at_export_not_at_load():
+    with pytest.raises(ExportError, match=r"aten::mul\.out on float64 at \S+test_passes\.py:\d+"):
+        export(Double(), (torch.randn(3, dtype=torch.float64),))
+
+
 def test_verifier_catches_broken_graphs():
     result = export(nn.Linear(4, 2), (torch.randn(1, 4),))
     graph = result.graph
