@@ -128,6 +128,27 @@ def _check_plan(b: LoadedBundle) -> None:
         if buf.offset % SEGMENT_ALIGNMENT or buf.offset + buf.size > arena.size:
             raise _fail(b, f"buffer {i}", f"a 64-aligned slot inside arena {arena.tier} "
                         f"of {arena.size} bytes", f"[{buf.offset}, {buf.offset + buf.size})")
+    _check_overlaps(b)
+
+
+def _check_overlaps(b: LoadedBundle) -> None:
+    """No two buffers of one arena share bytes while both are live (sweep over first steps)."""
+    buffers = b.bundle.plan.buffers or []
+    live: list[int] = []
+    for i in sorted(range(len(buffers)), key=lambda k: buffers[k].firstStep):
+        new = buffers[i]
+        if new.firstStep >= new.endStep:
+            raise _fail(b, f"buffer {i}", "a lifetime first_step < end_step",
+                        f"[{new.firstStep}, {new.endStep})")
+        live = [j for j in live if buffers[j].endStep > new.firstStep]
+        for j in live:
+            old = buffers[j]
+            if (old.tier == new.tier and old.offset < new.offset + new.size
+                    and new.offset < old.offset + old.size):
+                raise _fail(b, f"buffers {j} and {i}", "disjoint bytes while both are live",
+                            f"[{old.offset}, {old.offset + old.size}) and "
+                            f"[{new.offset}, {new.offset + new.size}) in tier {new.tier}")
+        live.append(i)
 
 
 def storage_size(b: LoadedBundle, kind: int, index: int) -> int | None:

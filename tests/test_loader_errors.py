@@ -10,7 +10,9 @@ import pytest
 
 from runtime_py import kernels
 from runtime_py.errors import BundleError, InputError, MissingKernelsError
+from runtime_py.loader import load_bundle
 from runtime_py.program import Program
+from toolchain.serialize.bundle import pack
 
 
 @pytest.fixture
@@ -85,3 +87,16 @@ def test_all_missing_kernels_are_listed(mlp, monkeypatch):
     with pytest.raises(MissingKernelsError) as info:
         Program.load(mlp.path)
     assert all(op in str(info.value) for op in needed[:2])
+
+
+def test_overlapping_plan_is_rejected_at_load(tmp_path, exported):
+    loaded = load_bundle(exported("cnn").path)
+    blobs = [bytes(loaded.data[loaded.segment_base + s.offset:][:s.size])
+             for s in loaded.bundle.segments]
+    a, b = [buf for buf in loaded.bundle.plan.buffers if buf.size][:2]
+    same = tmp_path / "same.nee"
+    same.write_bytes(pack(loaded.bundle, blobs))
+    assert Program.load(same)  # repacking alone keeps a valid bundle
+    b.offset, b.firstStep, b.endStep = a.offset, a.firstStep, a.endStep
+    with pytest.raises(BundleError, match="disjoint bytes while both are live"):
+        Program.load(_write(tmp_path, pack(loaded.bundle, blobs)))

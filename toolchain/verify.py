@@ -1,6 +1,6 @@
 """Graph verifier: structural invariants plus every property a pass has recorded as ensured.
 
-Runs after every pass (``toolchain.pipeline.run_passes(verify=True)``, always on in tests).
+Runs after every pass (``toolchain.pipeline.run_passes(verify_each=True)``, the default).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ class VerifyError(AssertionError):
 
 
 def verify(graph: Graph, after: str = "") -> None:
-    """Raise VerifyError on the first broken invariant."""
+    """Raise VerifyError listing the broken invariants (the first 20)."""
     problems = list(_problems(graph))
     if problems:
         where = f" after pass {after}" if after else ""

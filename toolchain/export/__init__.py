@@ -63,8 +63,7 @@ def _stage_timer(progress: Progress | None) -> Progress:
 
 
 def _plan_failure(graph: Graph, board: Board | None, error: PlanError) -> ExportError:
-    step = getattr(error, "peak_step", None)
-    where = ""
+    step, where = error.peak_step, ""
     if step is not None and 0 <= step < len(graph.nodes):
         node = graph.nodes[step]
         where = f"; live set peaks at step {step} ({node.op} at {node.source or '?'})"

@@ -19,7 +19,14 @@ from runtime_py.fbs.Node import NodeT
 from runtime_py.fbs.Segment import SegmentT
 from runtime_py.fbs.StorageKind import StorageKind
 from runtime_py.fbs.Tensor import TensorT
-from runtime_py.format import DTYPE_CODES, FILE_IDENTIFIER, SCHEMA_VERSION, align, segment_base
+from runtime_py.format import (
+    DTYPE_CODES,
+    FILE_IDENTIFIER,
+    SCHEMA_VERSION,
+    SIZE_PREFIX_BYTES,
+    align,
+    segment_base,
+)
 from toolchain.errors import ExportError
 from toolchain.export.result import ExportResult
 from toolchain.ir import Graph, Ref, Tensor, refs
@@ -63,12 +70,18 @@ def serialize(result: ExportResult) -> bytes:
                  for op, dt in result.kernels],
         segments=segments,
     )
+    return pack(bundle, blobs)
+
+
+def pack(bundle: BundleT, blobs: list[bytes]) -> bytes:
+    """Size-prefixed flatbuffer of ``bundle``, then each blob at its segment's aligned offset."""
     builder = flatbuffers.Builder(1 << 16)
     builder.FinishSizePrefixed(bundle.Pack(builder), FILE_IDENTIFIER)
     head = bytes(builder.Output())
-    out = bytearray(head.ljust(segment_base(len(head) - 4), b"\0"))
-    for seg, blob in zip(segments, blobs, strict=True):
-        out.extend(b"\0" * (segment_base(len(head) - 4) + seg.offset - len(out)))
+    base = segment_base(len(head) - SIZE_PREFIX_BYTES)
+    out = bytearray(head.ljust(base, b"\0"))
+    for seg, blob in zip(bundle.segments or [], blobs, strict=True):
+        out.extend(b"\0" * (base + seg.offset - len(out)))
         out.extend(blob)
     return bytes(out)
 
