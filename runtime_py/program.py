@@ -3,15 +3,17 @@ to their arguments at load. ``run`` copies the inputs in and calls the kernels; 
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from runtime_py.errors import InputError
+from runtime_py.errors import BundleError, InputError
 from runtime_py.fbs.ArgKind import ArgKind
 from runtime_py.fbs.StorageKind import StorageKind
 from runtime_py.format import DTYPES, SEGMENT_ALIGNMENT
@@ -68,8 +70,7 @@ class Program:
     def run(self, *inputs: np.ndarray) -> list[np.ndarray]:
         """Run once. Returns views of the output tensors, valid until the next run."""
         self.set_inputs(inputs)
-        with np.errstate():  # restores the caller's ufunc buffer size on exit
-            np.setbufsize(UFUNC_BUFSIZE)
+        with _kernel_numpy_config():
             for call in self.calls:
                 call.fn(**call.kwargs)
         return self._output_views
@@ -78,8 +79,7 @@ class Program:
         """Run once, timing each kernel call; returns (call, seconds) in execution order."""
         self.set_inputs(inputs)
         timings = []
-        with np.errstate():
-            np.setbufsize(UFUNC_BUFSIZE)
+        with _kernel_numpy_config():
             for call in self.calls:
                 start = time.perf_counter()
                 call.fn(**call.kwargs)
@@ -114,7 +114,14 @@ class Program:
 
     def _bind(self, node: Any) -> Call:
         kwargs = {arg.name: self._arg_value(arg) for arg in node.args or []}
-        return Call(node.op, KERNELS[node.op].fn, kwargs, node.source or "")
+        fn = KERNELS[node.op].fn
+        try:
+            inspect.signature(fn).bind(**kwargs)
+        except TypeError as e:
+            raise BundleError(f"{self.loaded.path}: node {node.op}",
+                              "arguments the runtime's kernel takes", str(e),
+                              "export with a toolchain matching this runtime") from e
+        return Call(node.op, fn, kwargs, node.source or "")
 
     def _arg_value(self, arg: Any) -> Any:
         kind = arg.kind
@@ -135,6 +142,14 @@ _SCALARS: dict[int, Callable[[Any], Any]] = {
     ArgKind.BoolList: lambda a: tuple(bool(i) for i in a.ints),
     ArgKind.String: lambda a: a.str,
 }
+
+
+@contextlib.contextmanager
+def _kernel_numpy_config() -> Iterator[None]:
+    """numpy's ufunc buffer size for kernels; the caller's settings are restored on exit."""
+    with np.errstate():
+        np.setbufsize(UFUNC_BUFSIZE)
+        yield
 
 
 def _aligned_zeros(size: int) -> np.ndarray:

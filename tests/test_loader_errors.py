@@ -89,14 +89,31 @@ def test_all_missing_kernels_are_listed(mlp, monkeypatch):
     assert all(op in str(info.value) for op in needed[:2])
 
 
-def test_overlapping_plan_is_rejected_at_load(tmp_path, exported):
-    loaded = load_bundle(exported("cnn").path)
+def _repack(path, tmp_path, name: str):
+    """Decode ``path``, let the caller mutate the tables, and write them back as ``name``."""
+    loaded = load_bundle(path)
     blobs = [bytes(loaded.data[loaded.segment_base + s.offset:][:s.size])
              for s in loaded.bundle.segments]
-    a, b = [buf for buf in loaded.bundle.plan.buffers if buf.size][:2]
-    same = tmp_path / "same.nee"
-    same.write_bytes(pack(loaded.bundle, blobs))
-    assert Program.load(same)  # repacking alone keeps a valid bundle
+    target = tmp_path / name
+    return loaded.bundle, lambda: target.write_bytes(pack(loaded.bundle, blobs)) and target
+
+
+def test_repacking_unchanged_tables_keeps_a_valid_bundle(tmp_path, exported):
+    _, write = _repack(exported("cnn").path, tmp_path, "same.nee")
+    assert Program.load(write()).run(*exported("cnn").inputs)
+
+
+def test_overlapping_plan_is_rejected_at_load(tmp_path, exported):
+    bundle, write = _repack(exported("cnn").path, tmp_path, "overlap.nee")
+    a, b = [buf for buf in bundle.plan.buffers if buf.size][:2]
     b.offset, b.firstStep, b.endStep = a.offset, a.firstStep, a.endStep
     with pytest.raises(BundleError, match="disjoint bytes while both are live"):
-        Program.load(_write(tmp_path, pack(loaded.bundle, blobs)))
+        Program.load(write())
+
+
+def test_arguments_a_kernel_does_not_take_are_rejected_at_load(tmp_path, exported):
+    bundle, write = _repack(exported("mlp").path, tmp_path, "args.nee")
+    node = next(n for n in bundle.nodes if n.op.startswith("aten::"))
+    node.args[0].name = "no_such_argument"
+    with pytest.raises(BundleError, match="arguments the runtime's kernel takes"):
+        Program.load(write())

@@ -28,9 +28,9 @@ class PlanError(ValueError):
         self.live_ids = live_ids
 
 
-def align_up(value: int, alignment: int) -> int:
-    """Smallest multiple of ``alignment`` that is >= ``value``."""
-    return -(-value // alignment) * alignment
+def conflict(a: BufferRequest, b: BufferRequest) -> bool:
+    """True if the half-open lifetimes of ``a`` and ``b`` share a step."""
+    return a.start < b.end and b.start < a.end
 
 
 def check_requests(requests: Sequence[BufferRequest]) -> None:
@@ -49,9 +49,9 @@ def check_requests(requests: Sequence[BufferRequest]) -> None:
 
 def _live_profile(requests: Sequence[BufferRequest]) -> tuple[int, int | None]:
     """(peak live footprint, first step where it is reached) by a sweep over start/end events."""
+    live = [r for r in requests if r.start < r.end]
     events = sorted(
-        [(r.end, -r.footprint) for r in requests if r.start < r.end]
-        + [(r.start, r.footprint) for r in requests if r.start < r.end]
+        [(r.end, -r.footprint) for r in live] + [(r.start, r.footprint) for r in live]
     )  # at equal steps, frees (negative) sort before allocations: lifetimes are half-open
     live = peak = 0
     peak_step = None
@@ -67,12 +67,15 @@ def lower_bound(requests: Sequence[BufferRequest]) -> int:
     return _live_profile(requests)[0]
 
 
-def peak_live_set(requests: Sequence[BufferRequest]) -> tuple[int | None, tuple[str, ...]]:
-    """The first step where the live footprint peaks, and the ids live at that step."""
-    step = _live_profile(requests)[1]
+def peak_live_set(
+    requests: Sequence[BufferRequest],
+) -> tuple[int, int | None, tuple[str, ...]]:
+    """The lower bound, the first step where the live footprint reaches it, and the ids live
+    at that step (``None`` and ``()`` when nothing is live)."""
+    peak, step = _live_profile(requests)
     if step is None:
-        return None, ()
-    return step, tuple(r.id for r in requests if r.start <= step < r.end)
+        return peak, None, ()
+    return peak, step, tuple(r.id for r in requests if r.start <= step < r.end)
 
 
 def arena_size(requests: Sequence[BufferRequest], offsets: Sequence[int]) -> int:

@@ -17,11 +17,10 @@ def draw_plan(requests: Sequence[BufferRequest], plan: Plan, path: str | Path) -
     from matplotlib.patches import Rectangle
 
     placed = plan.by_id()
-    arenas = plan.arenas or ()
-    fig = Figure(figsize=(10, 3.5 * max(len(arenas), 1)), layout="constrained")
+    fig = Figure(figsize=(10, 3.5 * max(len(plan.arenas), 1)), layout="constrained")
     FigureCanvasAgg(fig)
-    for k, arena in enumerate(arenas):
-        ax = fig.add_subplot(len(arenas), 1, k + 1)
+    for k, arena in enumerate(plan.arenas):
+        ax = fig.add_subplot(len(plan.arenas), 1, k + 1)
         mine = [r for r in requests if placed[r.id].tier == arena.tier]
         for n, r in enumerate(mine):
             y = placed[r.id].offset

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .core import align_up, check_requests, single_tier_plan
-from .types import BufferRequest, Plan
+from .core import check_requests, conflict, single_tier_plan
+from .types import BufferRequest, Plan, align_up
 
 
 def plan_naive(requests: Sequence[BufferRequest]) -> Plan:
@@ -17,10 +17,6 @@ def plan_naive(requests: Sequence[BufferRequest]) -> Plan:
         offsets.append(offset)
         cursor = offset + r.footprint
     return single_tier_plan(requests, offsets, "naive")
-
-
-def _conflict(a: BufferRequest, b: BufferRequest) -> bool:
-    return a.start < b.end and b.start < a.end
 
 
 def _best_fit(busy: list[tuple[int, int]], size: int, alignment: int) -> int:
@@ -52,7 +48,7 @@ def greedy_offsets(requests: Sequence[BufferRequest]) -> list[int]:
         busy = [
             (offsets[j], offsets[j] + requests[j].footprint)
             for j in placed
-            if _conflict(r, requests[j])
+            if conflict(r, requests[j])
         ]
         offsets[i] = _best_fit(busy, r.footprint, r.alignment)
         placed.append(i)

@@ -10,6 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+def align_up(value: int, alignment: int) -> int:
+    """Smallest multiple of ``alignment`` that is >= ``value``."""
+    return -(-value // alignment) * alignment
+
+
 @dataclass(frozen=True)
 class BufferRequest:
     """One buffer to place: ``size`` bytes, live over steps ``[start, end)``."""
@@ -24,7 +29,7 @@ class BufferRequest:
     @property
     def footprint(self) -> int:
         """Bytes reserved for this buffer: ``size`` rounded up to ``alignment``."""
-        return -(-self.size // self.alignment) * self.alignment
+        return align_up(self.size, self.alignment)
 
 
 @dataclass(frozen=True)
