@@ -186,3 +186,24 @@ def test_inplace_never_overwrites_a_storage_read_through_another_view(tmp_path):
     result = run_both(SelfOverlap(), torch.randn(16, 16), tmp_path=tmp_path)
     add = next(n for n in result.graph.nodes if n.op == "aten::add.out")
     assert result.graph.tensors[add.outputs[0]].view_of is None
+
+
+class ConvBnBn(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = nn.Conv2d(2, 4, 1)
+        self.bn1, self.bn2 = nn.BatchNorm2d(4), nn.BatchNorm2d(4)
+        for bn in (self.bn1, self.bn2):
+            bn.running_mean.uniform_(-1, 1)
+            bn.running_var.uniform_(0.5, 2)
+
+    def forward(self, x):
+        y = self.bn1(self.conv(x))
+        return self.bn2(y), y * 2  # y has two readers: bn2 must not fold into the conv
+
+
+def test_batchnorm_chain_folds_only_where_the_conv_output_is_private(tmp_path):
+    result = run_both(ConvBnBn(), torch.randn(1, 2, 4, 4), tmp_path=tmp_path)
+    ops = [n.op for n in result.graph.nodes]
+    assert sum("batch_norm" in op for op in ops) == 1

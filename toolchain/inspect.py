@@ -5,6 +5,7 @@ from __future__ import annotations
 from runtime_py.fbs.StorageKind import StorageKind
 from runtime_py.format import DTYPES
 from runtime_py.loader import LoadedBundle, ints, kernel_list
+from toolchain.ir import SCRATCH_ARG
 from toolchain.memory_plan.types import Arena, BufferRequest, Placement, Plan
 
 
@@ -32,10 +33,13 @@ def _tensor(loaded: LoadedBundle, index: int) -> str:
 
 def _node(loaded: LoadedBundle, i: int, node) -> str:
     outs = set(ints(node.outputs))
-    ins = [loaded.bundle.tensors[k].name for a in node.args or [] for k in ints(a.tensors)
-           if k not in outs]
+    tensors = loaded.bundle.tensors
+    ins = [tensors[k].name for a in node.args or [] if a.name != SCRATCH_ARG
+           for k in ints(a.tensors) if k not in outs]
+    scratch = [f"; scratch {tensors[k].shape[0]} B" for a in node.args or []
+               if a.name == SCRATCH_ARG for k in ints(a.tensors)]
     results = ", ".join(_tensor(loaded, k) for k in ints(node.outputs))
-    return f"  {i:4d} {node.op}({', '.join(ins)}) -> {results}"
+    return f"  {i:4d} {node.op}({', '.join(ins)}) -> {results}{''.join(scratch)}"
 
 
 def _plan(loaded: LoadedBundle, buffers: bool) -> str:

@@ -78,6 +78,15 @@ class Graph:
         """The tensor owning the bytes of ``name`` (itself unless it is a view)."""
         return self.tensors[name].view_of or name
 
+    def rename(self, old: str, new: str) -> None:
+        """Make every node argument, view and graph output naming ``old`` name ``new``."""
+        for node in self.nodes:
+            node.args = {k: _renamed(v, old, new) for k, v in node.args.items()}
+        for t in self.tensors.values():
+            if t.view_of == old:
+                t.view_of = new
+        self.outputs = [new if n == old else n for n in self.outputs]
+
     def is_const(self, name: str) -> bool:
         """Whether ``name`` is a constant or a view of one."""
         return self.tensors[self.storage_of(name)].kind == "const"
@@ -91,6 +100,14 @@ class Graph:
         flat = root.reshape(-1)
         strides = tuple(s * flat.itemsize for s in t.element_strides())
         return np.lib.stride_tricks.as_strided(flat[t.offset:], t.shape, strides, writeable=False)
+
+
+def _renamed(value: Any, old: str, new: str) -> Any:
+    if isinstance(value, Ref):
+        return Ref(new) if value.name == old else value
+    if isinstance(value, list):
+        return [_renamed(v, old, new) for v in value]
+    return value
 
 
 def refs(value: Any) -> Iterator[str]:

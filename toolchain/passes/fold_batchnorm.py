@@ -3,8 +3,8 @@
 Rewrites: ``convolution(x, W, b)`` -> ``_native_batch_norm_legit_no_training(., gamma, beta, mean,
     var, eps)`` becomes one ``convolution(x, W', b')`` with ``W' = W * s``, ``b' = (b - mean) * s
     + beta``, ``s = gamma / sqrt(var + eps)`` per output channel, computed in float64 at export.
-    The convolution now writes the batch norm's output tensor; new constants are added (shared
-    weights are never modified in place).
+    Readers of the batch norm's output read the convolution's instead; new constants are added
+    (shared weights are never modified in place).
 Requires: captured graph (functional ops); conv weight, bias and all BN parameters constant; the
     conv output read only by the BN; the BN's saved-statistics outputs unused.
 Ensures: no batch norm directly after a foldable convolution remains.
@@ -29,6 +29,7 @@ def fold_batchnorm(graph: Graph) -> Graph:
         conv = producer.get(bn.args["input"].name) if bn.op == BATCH_NORM else None
         if conv is not None and _foldable(graph, conv, bn, readers):
             _fold(graph, conv, bn)
+            readers[conv.outputs[0]] = readers.get(bn.outputs[0], 0)  # conv now feeds those
             folded.add(id(bn))
     graph.nodes = [n for n in graph.nodes if id(n) not in folded]
     return graph
@@ -75,13 +76,13 @@ def _fold(graph: Graph, conv: Node, bn: Node) -> None:
     new_w = weight * scale.reshape(-1, *([1] * (weight.ndim - 1)))
     new_b = ((bias if bias is not None else 0.0) - mean) * scale + beta
     dtype = graph.tensors[conv.outputs[0]].dtype
-    out = bn.outputs[0]
-    conv.args["weight"] = _new_const(graph, f"{out}_folded_weight", new_w.astype(dtype))
-    conv.args["bias"] = _new_const(graph, f"{out}_folded_bias", new_b.astype(dtype))
-    del graph.tensors[conv.outputs[0]]
+    stem = conv.args["weight"].name.removesuffix("_weight")
+    conv.args["weight"] = _new_const(graph, f"{stem}_weight_bn_folded", new_w.astype(dtype))
+    conv.args["bias"] = _new_const(graph, f"{stem}_bias_bn_folded", new_b.astype(dtype))
     for name in bn.outputs[1:]:
         del graph.tensors[name]
-    conv.outputs = [out]
+    del graph.tensors[bn.outputs[0]]
+    graph.rename(bn.outputs[0], conv.outputs[0])
 
 
 def _new_const(graph: Graph, name: str, data: np.ndarray) -> Ref:
