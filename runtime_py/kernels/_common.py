@@ -13,9 +13,6 @@ NUMERIC = frozenset({"float32", "int64"})
 ALL = frozenset({"float32", "int64", "bool"})
 BOOL = frozenset({"bool"})
 
-# Tensor-options arguments of factory/conversion ops: implied by the pre-allocated out array.
-_TENSOR_OPTIONS = frozenset({"dtype", "layout", "device", "pin_memory"})
-
 KernelFn = Callable[..., None]
 
 
@@ -26,16 +23,6 @@ def quiet(fn: KernelFn) -> KernelFn:
     def wrapper(**kwargs: object) -> None:
         with np.errstate(all="ignore"):
             fn(**kwargs)
-
-    return wrapper
-
-
-def ignores_tensor_options(fn: KernelFn) -> KernelFn:
-    """Accept (and drop) dtype/layout/device/pin_memory args the out array already implies."""
-
-    @functools.wraps(fn)
-    def wrapper(**kwargs: object) -> None:
-        fn(**{k: v for k, v in kwargs.items() if k not in _TENSOR_OPTIONS})
 
     return wrapper
 

@@ -1,27 +1,24 @@
-"""Factory kernels: full, scalar_tensor, arange (dtype/device args are implied by out)."""
+"""Factory kernels: full, scalar_tensor, arange (out implies dtype/device: no such args)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from runtime_py.kernels import Kernel
-from runtime_py.kernels._common import ALL, NUMERIC, ignores_tensor_options
+from runtime_py.kernels._common import ALL, NUMERIC
 
 Scalar = int | float | bool
 
 
-@ignores_tensor_options
 def full(size: tuple[int, ...], fill_value: Scalar, *, out: np.ndarray) -> None:
     del size  # out already has it
     out.fill(fill_value)
 
 
-@ignores_tensor_options
 def scalar_tensor(s: Scalar, *, out: np.ndarray) -> None:
     out.fill(s)
 
 
-@ignores_tensor_options
 def arange(start: Scalar = 0, end: Scalar | None = None, step: Scalar = 1, *,
            out: np.ndarray) -> None:
     """out[i] = start + i * step (length from out; ``arange.out`` passes only ``end``)."""

@@ -33,7 +33,6 @@ ArrayOrScalar = np.ndarray | Scalar
 def _unary(ufunc: np.ufunc) -> KernelFn:
     """``fn(self, out)`` applying ``ufunc`` in the out dtype."""
 
-    @quiet
     def kernel(self: np.ndarray, *, out: np.ndarray) -> None:
         ufunc(self, out=out, dtype=out.dtype)
 
@@ -43,7 +42,6 @@ def _unary(ufunc: np.ufunc) -> KernelFn:
 def _binary(ufunc: np.ufunc) -> KernelFn:
     """``fn(self, other, out)`` applying ``ufunc`` in the out dtype (Tensor/Scalar overloads)."""
 
-    @quiet
     def kernel(self: ArrayOrScalar, other: ArrayOrScalar, *, out: np.ndarray) -> None:
         ufunc(self, other, out=out, dtype=out.dtype)
 
@@ -65,7 +63,6 @@ def _binary_alpha(ufunc: np.ufunc) -> KernelFn:
 def _logical(ufunc: np.ufunc) -> KernelFn:
     """Comparison/logical ``ufunc`` in numpy's promoted input type, written to a bool out."""
 
-    @quiet
     def kernel(self: ArrayOrScalar, other: ArrayOrScalar, *, out: np.ndarray) -> None:
         ufunc(self, other, out=out)
 
@@ -256,14 +253,17 @@ def _inplace(fn: KernelFn, dtypes: frozenset[str],
 _COMPARISONS = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
                 "gt": np.greater, "ge": np.greater_equal}
 
-_FLOAT_UNARY = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh,
-                "reciprocal": np.reciprocal}
+# Those that can overflow or meet a domain error run quiet (torch yields inf/nan silently);
+# comparisons, logical ops, maximum/minimum, tanh, neg and abs never warn.
+_FLOAT_UNARY = {"exp": quiet(_unary(np.exp)), "log": quiet(_unary(np.log)),
+                "sqrt": quiet(_unary(np.sqrt)), "reciprocal": quiet(_unary(np.reciprocal)),
+                "tanh": _unary(np.tanh)}
 
 KERNELS: dict[str, Kernel] = {
     **_binary_keys("add", ALL, _binary_alpha(np.add)),
     **_binary_keys("sub", NUMERIC, _binary_alpha(np.subtract)),
-    **_binary_keys("mul", ALL, _binary(np.multiply)),
-    **_binary_keys("div", FLOAT, _binary(np.true_divide)),
+    **_binary_keys("mul", ALL, quiet(_binary(np.multiply))),
+    **_binary_keys("div", FLOAT, quiet(_binary(np.true_divide))),
     "aten::div.out_mode": _inplace(div_mode, NUMERIC),
     "aten::div.Scalar_mode_out": _inplace(div_mode, NUMERIC),
     "aten::maximum.out": _inplace(_binary(np.maximum), ALL),
@@ -275,7 +275,7 @@ KERNELS: dict[str, Kernel] = {
     **{f"aten::logical_{name}.out": _inplace(_logical(getattr(np, f"logical_{name}")), BOOL)
        for name in ("and", "or", "xor")},
     "aten::logical_not.out": _inplace(logical_not, BOOL),
-    **{f"aten::{name}.out": _inplace(_unary(ufunc), FLOAT) for name, ufunc in _FLOAT_UNARY.items()},
+    **{f"aten::{name}.out": _inplace(fn, FLOAT) for name, fn in _FLOAT_UNARY.items()},
     "aten::neg.out": _inplace(_unary(np.negative), NUMERIC),
     "aten::abs.out": _inplace(_unary(np.absolute), NUMERIC),
     "aten::rsqrt.out": _inplace(rsqrt, FLOAT),

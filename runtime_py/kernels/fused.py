@@ -20,39 +20,33 @@ from runtime_py.kernels._common import FLOAT, NUMERIC
 _PREFIX = "act_"
 
 
-def _split(args: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(base args, activation args with the ``act_`` prefix stripped)."""
-    base, act = {}, {}
-    for key, value in args.items():
-        if key.startswith(_PREFIX):
-            act[key[len(_PREFIX):]] = value
-        else:
-            base[key] = value
-    return base, act
-
-
-def _with_scratch(kernel: Kernel, scratch: np.ndarray | None) -> dict[str, Any]:
-    return {"scratch": scratch} if kernel.scratch is not None and scratch is not None else {}
+def _split(args: dict[str, Any]) -> dict[str, Any]:
+    """Pop the ``act_``-prefixed args from ``args``: the activation's, prefix stripped."""
+    return {key[len(_PREFIX):]: args.pop(key) for key in [k for k in args if k.startswith(_PREFIX)]}
 
 
 def _fused(base: Kernel, dtypes: frozenset[str],
            out_shape: Callable[..., tuple[int, ...]]) -> Kernel:
     """``base`` into out, then ``KERNELS[activation]`` in place on out."""
+    base_scratch = base.scratch is not None
 
     def fn(*, activation: str, out: np.ndarray, scratch: np.ndarray | None = None,
            **args: Any) -> None:
-        base_args, act_args = _split(args)
-        base.fn(**base_args, out=out, **_with_scratch(base, scratch))
+        act_args = _split(args)
+        if base_scratch:
+            args["scratch"] = scratch
+        base.fn(**args, out=out)
         act = kernels.KERNELS[activation]
-        act.fn(self=out, out=out, **act_args, **_with_scratch(act, scratch))
+        if act.scratch is not None:
+            act_args["scratch"] = scratch
+        act.fn(self=out, out=out, **act_args)
 
     def scratch(*, activation: str, **args: Any) -> int:
-        base_args, act_args = _split(args)
+        act_args = _split(args)
         act = kernels.KERNELS[activation]
-        shape = out_shape(**base_args)
-        dtype = next(v.dtype for v in base_args.values() if isinstance(v, np.ndarray))
-        placeholder = np.broadcast_to(np.zeros((), dtype), shape)
-        return max(base.scratch(**base_args) if base.scratch else 0,
+        dtype = next(v.dtype for v in args.values() if isinstance(v, np.ndarray))
+        placeholder = np.broadcast_to(np.zeros((), dtype), out_shape(**args))
+        return max(base.scratch(**args) if base_scratch else 0,
                    act.scratch(self=placeholder, **act_args) if act.scratch else 0)
 
     return Kernel(fn, dtypes, scratch=scratch)

@@ -1,7 +1,7 @@
 """Neural-network kernels: convolution, pooling, batch/layer norm, embedding.
 
-Spatial ops share :class:`_Window`, which pads into the planned scratch and iterates kernel taps
-as strided views of the padded input. Convolution is one BLAS matmul over an im2col column
+Spatial ops share :class:`_Window`, which iterates kernel taps as strided views of the input
+padded into the planned scratch (``_pad``). Convolution is one BLAS matmul over an im2col column
 buffer (built with one strided copy into scratch; 1x1 convs read the input directly), except
 depthwise convolution, which accumulates per-tap products.
 """
@@ -38,33 +38,13 @@ class _Window:
         return cls(kernel, expand_param(stride or kernel, 2), expand_param(padding, 2),
                    expand_param(dilation, 2), tuple(out_hw))
 
-    def pads(self, hw: Sequence[int]) -> tuple[tuple[int, int], ...]:
-        """(before, after) H/W padding: ``padding`` before, what the last window needs after."""
-        return tuple((p, max(0, (n - 1) * s + d * (k - 1) + 1 - size - p))
+    def pads(self, hw: Sequence[int]) -> tuple[tuple[int, int], ...] | None:
+        """(before, after) H/W padding: ``padding`` before, what the last window needs after;
+        None if no padding is needed."""
+        pads = tuple((p, max(0, (n - 1) * s + d * (k - 1) + 1 - size - p))
                      for size, k, s, p, d, n in zip(hw, self.kernel, self.stride, self.padding,
                                                     self.dilation, self.out_hw, strict=True))
-
-    def padded_shape(self, shape: Sequence[int]) -> tuple[int, ...] | None:
-        """Shape of the padded input, None if no padding is needed."""
-        (top, bottom), (left, right) = self.pads(shape[-2:])
-        if not (top or bottom or left or right):
-            return None
-        return (*shape[:-2], shape[-2] + top + bottom, shape[-1] + left + right)
-
-    def pad(self, x: np.ndarray, value: float, ws: Workspace) -> np.ndarray:
-        """``x`` copied into a padded workspace region (only its border filled), or ``x``."""
-        shape = self.padded_shape(x.shape)
-        if shape is None:
-            return x
-        (top, _), (left, _) = self.pads(x.shape[-2:])
-        h, w = x.shape[-2:]
-        buf = ws.take(shape, x.dtype)
-        buf[..., :top, :] = value
-        buf[..., top + h:, :] = value
-        buf[..., top:top + h, :left] = value
-        buf[..., top:top + h, left + w:] = value
-        buf[..., top:top + h, left:left + w] = x
-        return buf
+        return pads if any(map(any, pads)) else None
 
     def taps(self, padded: np.ndarray) -> Iterator[tuple[int, int, np.ndarray]]:
         """(i, j, view of ``padded`` under kernel tap (i, j) for every output position)."""
@@ -88,6 +68,28 @@ class _Window:
         return np.arange(self.out_hw[axis]) * self.stride[axis] - self.padding[axis]
 
 
+def _padded_shape(shape: Sequence[int], pads: tuple[tuple[int, int], ...]) -> tuple[int, ...]:
+    (top, bottom), (left, right) = pads
+    return (*shape[:-2], shape[-2] + top + bottom, shape[-1] + left + right)
+
+
+def _pad(x: np.ndarray, pads: tuple[tuple[int, int], ...] | None, value: float,
+         ws: Workspace) -> np.ndarray:
+    """``x`` copied into a workspace region padded by ``pads`` (only its border filled with
+    ``value``), or ``x`` itself if ``pads`` is None."""
+    if pads is None:
+        return x
+    (top, _), (left, _) = pads
+    h, w = x.shape[-2:]
+    buf = ws.take(_padded_shape(x.shape, pads), x.dtype)
+    buf[..., :top, :] = value
+    buf[..., top + h:, :] = value
+    buf[..., top:top + h, :left] = value
+    buf[..., top:top + h, left + w:] = value
+    buf[..., top:top + h, left:left + w] = x
+    return buf
+
+
 def _batched(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
     """Views with a leading batch dim added to unbatched (C, H, W) arrays."""
     return tuple(a[None] if a.ndim == 3 else a for a in arrays)
@@ -95,10 +97,11 @@ def _batched(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
 
 @dataclass(frozen=True)
 class _ConvPlan:
-    """Geometry and workspace layout of one 2-D convolution call (cached per shape)."""
+    """Geometry and workspace layout of one 2-D convolution call (cached per call signature)."""
 
     win: _Window
     out_shape: tuple[int, ...]  # of the 2-D problem
+    pads: tuple[tuple[int, int], ...] | None  # input padding, if needed
     padded: tuple[int, ...] | None  # padded-input region, if padding is needed
     work: tuple[int, ...] | None  # im2col columns or depthwise products
     depthwise: bool
@@ -109,46 +112,44 @@ class _ConvPlan:
 
 
 @functools.lru_cache(maxsize=1024)
-def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: tuple[int, ...],
-               padding: tuple[int, ...], dilation: tuple[int, ...], groups: int) -> _ConvPlan:
+def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: IntList,
+               padding: IntList, dilation: IntList, groups: int) -> _ConvPlan:
+    """The plan of a conv1d/conv2d call (conv1d as conv2d over a height-1 image); int-list args
+    are tuples (hashable), as the runtime passes them."""
+    if len(w_shape) == 3:
+        x_shape, w_shape = (*x_shape[:2], 1, x_shape[2]), (*w_shape[:2], 1, w_shape[2])
+        stride, padding, dilation = ((first, *expand_param(v, 1)) for first, v in
+                                     ((1, stride), (0, padding), (1, dilation)))
+    else:
+        stride, padding, dilation = (expand_param(v, 2) for v in (stride, padding, dilation))
     n, c, *hw = x_shape
     o, _, kh, kw = w_shape
     out_hw = tuple((size + 2 * p - d * (k - 1) - 1) // s + 1 for size, k, s, p, d in
                    zip(hw, (kh, kw), stride, padding, dilation, strict=True))
     win = _Window((kh, kw), stride, padding, dilation, out_hw)
     out_shape = (n, o, *out_hw)
-    padded = win.padded_shape(x_shape)
+    pads = win.pads(hw)
     depthwise = groups == c == o
     if depthwise:
         work = None if kh * kw == 1 else out_shape
-    elif (kh, kw) == (1, 1) and padded is None and stride == (1, 1):
+    elif (kh, kw) == (1, 1) and pads is None and stride == (1, 1):
         work = None
     else:
         work = (n, c, kh, kw, *out_hw)
-    return _ConvPlan(win, out_shape, padded, work, depthwise)
-
-
-def _conv2d_plan(input: np.ndarray, weight: np.ndarray, stride: IntList, padding: IntList,
-                 dilation: IntList, groups: int) -> _ConvPlan:
-    """The plan of a conv1d/conv2d call (conv1d as conv2d over a height-1 image)."""
-    if weight.ndim == 3:
-        return _conv_plan((*input.shape[:2], 1, input.shape[2]), (*weight.shape[:2], 1,
-                          weight.shape[2]), (1, *expand_param(stride, 1)),
-                          (0, *expand_param(padding, 1)), (1, *expand_param(dilation, 1)), groups)
-    return _conv_plan(input.shape, weight.shape, expand_param(stride, 2),
-                      expand_param(padding, 2), expand_param(dilation, 2), groups)
+    padded = None if pads is None else _padded_shape(x_shape, pads)
+    return _ConvPlan(win, out_shape, pads, padded, work, depthwise)
 
 
 def conv_out_shape(input: np.ndarray, weight: np.ndarray, stride: IntList, padding: IntList,
                    dilation: IntList, groups: int, **_: object) -> tuple[int, ...]:
     """Output shape of a convolution call (1-D or 2-D)."""
-    shape = _conv2d_plan(input, weight, stride, padding, dilation, groups).out_shape
+    shape = _conv_plan(input.shape, weight.shape, stride, padding, dilation, groups).out_shape
     return (*shape[:2], shape[3]) if weight.ndim == 3 else shape
 
 
 def _conv_scratch(input: np.ndarray, weight: np.ndarray, stride: IntList, padding: IntList,
                   dilation: IntList, groups: int, **_: object) -> int:
-    return _conv2d_plan(input, weight, stride, padding, dilation, groups).nbytes
+    return _conv_plan(input.shape, weight.shape, stride, padding, dilation, groups).nbytes
 
 
 def _depthwise(x: np.ndarray, weight: np.ndarray, win: _Window, prod: np.ndarray | None,
@@ -185,11 +186,11 @@ def convolution(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
     del output_padding  # only meaningful for transposed convolution
     if transposed or weight.ndim not in (3, 4):
         raise NotImplementedError("only non-transposed 1-D and 2-D convolution")
-    plan = _conv2d_plan(input, weight, stride, padding, dilation, groups)
+    plan = _conv_plan(input.shape, weight.shape, stride, padding, dilation, groups)
     if weight.ndim == 3:  # conv1d as conv2d over a height-1 image
         input, weight, out = input[:, :, None], weight[:, :, None], out[:, :, None]
     ws = Workspace(scratch)
-    x = plan.win.pad(input, 0, ws)
+    x = _pad(input, plan.pads, 0, ws)
     work = ws.take(plan.work, out.dtype) if plan.work else None
     if plan.depthwise:
         _depthwise(x, weight, plan.win, work, out)
@@ -220,7 +221,7 @@ def max_pool2d_with_indices(self: np.ndarray, kernel_size: IntList, stride: IntL
     out.fill(-np.inf)
     np.add(_first_valid(rows, win.dilation[0])[:, None] * width,
            _first_valid(cols, win.dilation[1]), out=indices)
-    for i, j, tap in win.taps(win.pad(x, -np.inf, ws)):
+    for i, j, tap in win.taps(_pad(x, win.pads(x.shape[2:]), -np.inf, ws)):
         np.greater(tap, out, out=take)
         np.logical_or(take, np.isnan(tap, out=nan), out=take)
         np.copyto(out, tap, where=take)
@@ -236,7 +237,7 @@ def max_pool2d(self: np.ndarray, kernel_size: IntList, stride: IntList = (),
     del ceil_mode  # the output size (from out.shape) already reflects it
     x, out = _batched(self, out)
     win = _Window.of(kernel_size, stride, padding, dilation, out.shape[2:])
-    taps = win.taps(win.pad(x, -np.inf, Workspace(scratch)))
+    taps = win.taps(_pad(x, win.pads(x.shape[2:]), -np.inf, Workspace(scratch)))
     np.copyto(out, next(taps)[2])
     for _, _, tap in taps:
         np.maximum(out, tap, out=out)
@@ -259,9 +260,9 @@ def _pool_scratch(self: np.ndarray, kernel_size: IntList, stride: IntList = (),
                   *, masks: bool = True, **_: object) -> int:
     """Padded input, plus (max pool) two bool masks and a tap-index plane."""
     win = _pool_window(self, kernel_size, stride, padding, dilation, ceil_mode)
-    padded = win.padded_shape(self.shape)
+    pads = win.pads(self.shape[-2:])
     out_shape = (*self.shape[:-2], *win.out_hw)
-    regions = [(padded, "float32")] if padded else []
+    regions = [(_padded_shape(self.shape, pads), "float32")] if pads else []
     if masks:
         regions += [(out_shape, "bool"), (out_shape, "bool"), (win.out_hw, "int64")]
     return workspace_bytes(*regions)
@@ -284,7 +285,7 @@ def avg_pool2d(self: np.ndarray, kernel_size: IntList, stride: IntList = (),
     del ceil_mode  # reflected in out.shape
     x, out = _batched(self, out)
     win = _Window.of(kernel_size, stride, padding, 1, out.shape[2:])
-    for i, j, tap in win.taps(win.pad(x, 0, Workspace(scratch))):
+    for i, j, tap in win.taps(_pad(x, win.pads(x.shape[2:]), 0, Workspace(scratch))):
         if i == j == 0:
             np.copyto(out, tap)
         else:
@@ -334,14 +335,14 @@ def native_layer_norm(input: np.ndarray, normalized_shape: Sequence[int],
     out1/out2 have the input's leading dims and size-1 normalised dims (keepdims shape).
     The variance is a row-wise dot of the centred values (in out0), so no temporaries.
     """
-    k = len(normalized_shape)
+    k, n = len(normalized_shape), math.prod(normalized_shape)
     np.add.reduce(input, axis=tuple(range(input.ndim - k, input.ndim)), keepdims=True, out=out1)
-    np.divide(out1, math.prod(normalized_shape), out=out1)
+    np.divide(out1, n, out=out1)
     np.subtract(input, out1, out=out0)
-    rows = out0.reshape((-1, math.prod(normalized_shape)), copy=False)
+    rows = out0.reshape((-1, n), copy=False)
     rstd = out2.reshape(-1, copy=False)
     np.einsum("ij,ij->i", rows, rows, out=rstd)
-    np.divide(rstd, rows.shape[1], out=rstd)
+    np.divide(rstd, n, out=rstd)
     np.add(rstd, eps, out=rstd)
     np.sqrt(rstd, out=rstd)
     np.reciprocal(rstd, out=rstd)

@@ -40,11 +40,11 @@ def _extremum(reducer: Callable[..., np.ndarray]) -> KernelFn:
     return kernel
 
 
-def _row_stat(self: np.ndarray, dim: int, ws: Workspace) -> np.ndarray:
-    """A keepdims-shaped (``dim`` reduced) region for the row max / normaliser."""
-    shape = list(self.shape)
-    shape[dim] = 1
-    return ws.take(shape, "float32")
+def _stat_shape(shape: tuple[int, ...], dim: int) -> list[int]:
+    """The keepdims shape (``dim`` reduced) of the row max / normaliser."""
+    stat = list(shape)
+    stat[dim] = 1
+    return stat
 
 
 def _shifted(self: np.ndarray, dim: int, out: np.ndarray, stat: np.ndarray) -> None:
@@ -57,7 +57,7 @@ def softmax(self: np.ndarray, dim: int, half_to_float: bool, *, out: np.ndarray,
             scratch: np.ndarray | None = None) -> None:
     """exp(x - max) / sum(exp(x - max)) along ``dim`` (a fully -inf row gives nan, like torch)."""
     del half_to_float  # float16 inputs are not supported
-    stat = _row_stat(self, dim, Workspace(scratch))
+    stat = Workspace(scratch).take(_stat_shape(self.shape, dim), "float32")
     with np.errstate(invalid="ignore"):
         _shifted(self, dim, out, stat)
         np.exp(out, out=out)
@@ -69,7 +69,7 @@ def log_softmax(self: np.ndarray, dim: int, half_to_float: bool, *, out: np.ndar
     """x - max - log(sum(exp(x - max))), exp(x - max) in scratch so ``out`` may be ``self``."""
     del half_to_float
     ws = Workspace(scratch)
-    stat, exp = _row_stat(self, dim, ws), ws.take(out.shape, out.dtype)
+    stat, exp = ws.take(_stat_shape(self.shape, dim), "float32"), ws.take(out.shape, out.dtype)
     with np.errstate(invalid="ignore", divide="ignore"):
         _shifted(self, dim, out, stat)
         np.exp(out, out=exp)
@@ -78,9 +78,8 @@ def log_softmax(self: np.ndarray, dim: int, half_to_float: bool, *, out: np.ndar
 
 
 def _softmax_scratch(self: np.ndarray, dim: int, log: bool = False, **_: object) -> int:
-    stat = list(np.shape(self))
-    stat[dim] = 1
-    return workspace_bytes((stat, "float32"), *([(np.shape(self), "float32")] if log else []))
+    return workspace_bytes((_stat_shape(self.shape, dim), "float32"),
+                           *([(self.shape, "float32")] if log else []))
 
 
 _mean = _accumulate(np.mean)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from runtime_py.kernels import Kernel
-from runtime_py.kernels._common import ALL, ignores_tensor_options
+from runtime_py.kernels._common import ALL
 
 
 def clone(self: np.ndarray, *, memory_format: str | None = None, out: np.ndarray) -> None:
@@ -16,7 +16,6 @@ def clone(self: np.ndarray, *, memory_format: str | None = None, out: np.ndarray
     np.copyto(out, self)
 
 
-@ignores_tensor_options
 def to_copy(self: np.ndarray, *, non_blocking: bool = False, memory_format: str | None = None,
             out: np.ndarray) -> None:
     """Copy converted to out's dtype (float -> int truncates toward zero, as torch)."""

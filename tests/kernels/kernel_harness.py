@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from runtime_py.kernels import KERNELS, Kernel
+from toolchain.export.capture import numpy_dtype
 from toolchain.export.out_variant import canonical_name, find_out_variant, out_arg_names
 
 # Default tolerances for float32 elementwise results.
@@ -17,19 +18,31 @@ RTOL, ATOL = 1e-5, 1e-6
 LAYOUTS = ("contiguous", "transposed", "strided")
 
 
-def numpy_dtype_name(dtype: torch.dtype) -> str:
-    return str(torch.empty(0, dtype=dtype).numpy().dtype)
-
-
 def to_kernel_arg(value: Any) -> Any:
-    """Tensor -> numpy view (strides kept), dtype -> name, int list -> tuple, as the runtime."""
+    """As the runtime passes it: tensor -> numpy view (strides kept), dtype -> name, tensor
+    list -> list, other list -> tuple."""
     if isinstance(value, torch.Tensor):
         return value.numpy()
     if isinstance(value, torch.dtype):
-        return numpy_dtype_name(value)
+        return numpy_dtype(value, "kernel arg")
     if isinstance(value, list | tuple):
-        return type(value)(to_kernel_arg(v) for v in value)
+        values = [to_kernel_arg(v) for v in value]
+        return values if any(isinstance(v, np.ndarray) for v in values) else tuple(values)
     return value
+
+
+def out_variant(op: torch._ops.OpOverload) -> torch._ops.OpOverload:
+    """The out-variant overload whose kernel implements ``op``."""
+    out_op = find_out_variant(op)
+    assert out_op is not None, f"{op} has no out variant"
+    return out_op
+
+
+def kernel_args(out_op: torch._ops.OpOverload, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``op(**kwargs)``'s args as ``out_op``'s kernel gets them: converted, and only those its
+    schema takes (to_out_variant drops the dtype/layout/device options out implies)."""
+    taken = {a.name for a in out_op._schema.arguments}
+    return {k: to_kernel_arg(v) for k, v in kwargs.items() if k in taken}
 
 
 def with_layout(t: torch.Tensor, layout: str) -> torch.Tensor:
@@ -110,13 +123,12 @@ def check_op(op: torch._ops.OpOverload, *, rtol: float = RTOL, atol: float = ATO
              **kwargs: Any) -> None:
     """Run ``op(**kwargs)`` in torch and its out-variant kernel in numpy, with and without a
     planned scratch; compare every output."""
-    out_op = find_out_variant(op)
-    assert out_op is not None, f"{op} has no out variant"
+    out_op = out_variant(op)
     kernel = KERNELS[canonical_name(out_op)]
     expected = op(**kwargs)
     expected = expected if isinstance(expected, tuple) else (expected,)
-    assert numpy_dtype_name(expected[0].dtype) in kernel.dtypes
-    args = {k: to_kernel_arg(v) for k, v in kwargs.items()}
+    assert numpy_dtype(expected[0].dtype, str(op)) in kernel.dtypes
+    args = kernel_args(out_op, kwargs)
     for scratch in (False, True) if kernel.scratch else (False,):
         outs = {name: _sentinel(e) for name, e in zip(out_arg_names(out_op._schema), expected,
                                                        strict=True)}

@@ -11,16 +11,10 @@ import torch
 
 from toolchain.export.capture import export_program
 from toolchain.export.out_variant import canonical_name, find_out_variant
+from toolchain.passes.alias_views import VIEW_RULES
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 EXAMPLE_NAMES = sorted(p.stem for p in EXAMPLES.glob("*.py") if not p.stem.startswith("_"))
-
-# Op packets the pipeline turns into zero-copy aliases: they need no kernel.
-VIEW_OPS = frozenset({
-    "view", "_unsafe_view", "reshape", "permute", "t", "transpose", "expand", "slice", "select",
-    "squeeze", "unsqueeze", "alias", "split", "split_with_sizes", "unbind", "as_strided",
-    "detach", "lift_fresh_copy",
-})
 
 
 def load_example(name: str) -> ModuleType:
@@ -40,10 +34,11 @@ def exported_ops(name: str) -> set[torch._ops.OpOverload]:
 
 
 def example_kernel_names(name: str) -> frozenset[str]:
-    """Out-variant names of the example's non-view ops (``"<no out variant> op"`` if missing)."""
+    """Out-variant names of the example's ops that alias_views does not turn into views
+    (``"<no out variant> op"`` if missing)."""
     names = set()
     for op in exported_ops(name):
-        if op.overloadpacket.__name__ in VIEW_OPS:
+        if canonical_name(op) in VIEW_RULES:
             continue
         out = find_out_variant(op)
         names.add(canonical_name(out) if out is not None else f"<no out variant> {op}")

@@ -7,10 +7,10 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from kernel_harness import planned_scratch, random, to_kernel_arg
+from kernel_harness import kernel_args, out_variant, planned_scratch, random
 
 from runtime_py.kernels import KERNELS
-from toolchain.export.out_variant import canonical_name, find_out_variant
+from toolchain.export.out_variant import canonical_name
 
 aten = torch.ops.aten
 F, INT, B = torch.float32, torch.int64, torch.bool
@@ -64,15 +64,9 @@ SAMPLES: list[tuple[torch._ops.OpOverload, dict[str, Any]]] = [
 ]
 
 
-def _key(op: torch._ops.OpOverload) -> str:
-    out = find_out_variant(op)
-    assert out is not None
-    return canonical_name(out)
-
-
 def test_every_inplace_kernel_has_a_sample() -> None:
     inplace = {name for name, kernel in KERNELS.items() if kernel.inplace}
-    assert inplace == {_key(op) for op, _ in SAMPLES}
+    assert inplace == {canonical_name(out_variant(op)) for op, _ in SAMPLES}
 
 
 @pytest.mark.parametrize("scratch", [False, True])
@@ -81,15 +75,16 @@ def test_every_inplace_kernel_has_a_sample() -> None:
 def test_out_aliases_input(op: torch._ops.OpOverload, kwargs: dict[str, Any],
                            scratch: bool) -> None:
     """For each tensor input of out's shape and dtype: out is that very array."""
-    kernel = KERNELS[_key(op)]
+    out_op = out_variant(op)
+    kernel = KERNELS[canonical_name(out_op)]
     want = op(**kwargs).numpy()
     donors = [k for k, v in kwargs.items()
               if isinstance(v, torch.Tensor) and v.shape == want.shape and v.numpy().dtype ==
               want.dtype]
     assert donors
     for donor in donors:
-        args = {k: np.array(to_kernel_arg(v)) if isinstance(v, torch.Tensor) else v
-                for k, v in kwargs.items()}
+        args = {k: np.array(v) if isinstance(v, np.ndarray) else v  # fresh: out overwrites
+                for k, v in kernel_args(out_op, kwargs).items()}
         extra = planned_scratch(kernel, args) if scratch else {}
         kernel.fn(**args, out=args[donor], **extra)
         np.testing.assert_allclose(args[donor], want, rtol=1e-5, atol=1e-6, err_msg=donor)

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from kernel_harness import check_op, random, with_layout
+from kernel_harness import LAYOUTS, check_op, random, with_layout
 
 aten = torch.ops.aten
 TOL = {"rtol": 1e-4, "atol": 1e-5}
-LAYOUTS = ("contiguous", "transposed", "strided")
 
 
 @pytest.mark.parametrize("layout_b", LAYOUTS)

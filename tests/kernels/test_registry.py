@@ -7,21 +7,13 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-import torch
 from model_ops import EXAMPLE_NAMES
 
 from runtime_py.kernels import KERNELS, Kernel
+from runtime_py.kernels._common import ALL
 from toolchain.export.out_variant import out_arg_names
-
-_DTYPES = frozenset({"float32", "int64", "bool"})
-# Implied by the out array; factory/conversion kernels may accept and ignore them.
-_TENSOR_OPTIONS = frozenset({"dtype", "layout", "device", "pin_memory"})
-
-
-def _schema(name: str) -> torch._C.FunctionSchema:
-    qualified, overload = name.split(".", 1)
-    namespace, op = qualified.split("::")
-    return getattr(getattr(getattr(torch.ops, namespace), op), overload)._schema
+from toolchain.ir import Graph, Node, Tensor
+from toolchain.passes.to_out_variant import overload, to_out_variant
 
 
 def _normalized(value: object) -> object:
@@ -35,9 +27,9 @@ def test_signature_matches_schema(name: str) -> None:
     (A kernel may default a required arg, so that one function serves several overloads.)
     """
     kernel = KERNELS[name]
-    assert isinstance(kernel, Kernel) and kernel.dtypes and kernel.dtypes <= _DTYPES
+    assert isinstance(kernel, Kernel) and kernel.dtypes and kernel.dtypes <= ALL
     params = inspect.signature(kernel.fn).parameters
-    schema = _schema(name)
+    schema = overload(name)._schema
     outs = set(out_arg_names(schema))
     assert outs, f"{name} is not an out variant"
     for arg in schema.arguments:
@@ -52,10 +44,16 @@ def test_signature_matches_schema(name: str) -> None:
         assert params[extra].default is not inspect.Parameter.empty, f"{name}: {extra}"
 
 
-def test_factory_kernels_ignore_tensor_options() -> None:
+def test_factory_kernels_get_no_tensor_options() -> None:
+    """to_out_variant drops the dtype/layout/device/pin_memory args the out array implies."""
+    args = {"size": [3], "fill_value": 2.0, "dtype": "float32", "layout": None, "device": None,
+            "pin_memory": False}
+    graph = Graph(tensors={"y": Tensor("y", (3,), "float32", "activation")},
+                  nodes=[Node("aten::full.default", args, ["y"])], inputs=[], outputs=["y"])
+    node = to_out_variant(graph).nodes[0]
+    assert node.args.keys() == {"size", "fill_value", "out"}
     out = np.zeros(3, dtype="float32")
-    KERNELS["aten::full.out"].fn(size=(3,), fill_value=2.0, dtype="float32", layout=None,
-                                 device=None, pin_memory=False, out=out)
+    KERNELS[node.op].fn(**{k: v for k, v in node.args.items() if k != "out"}, out=out)
     assert out.tolist() == [2.0, 2.0, 2.0]
 
 
