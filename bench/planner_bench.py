@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from toolchain.memory_plan import (
+    BufferRequest,
     lower_bound,
     plan_greedy,
     plan_naive,
@@ -21,6 +22,7 @@ from toolchain.memory_plan import (
     read_benchmark_csv,
     verify_plan,
 )
+from toolchain.memory_plan.core import plan_peak
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DIR = ROOT.parent / "shared" / "planner-benchmarks"
@@ -33,11 +35,7 @@ def best_known(readme: Path) -> dict[str, int]:
     return {name: int(peak) for name, peak in rows}
 
 
-def peak(plan) -> int:
-    return max(a.size for a in plan.arenas)
-
-
-def row(name: str, requests: list, best: int | None, time_limit: float) -> str:
+def row(name: str, requests: list[BufferRequest], best: int | None, time_limit: float) -> str:
     """One table row: naive, greedy and search peaks (all verified) and the gap to ``best``."""
     naive, greedy = plan_naive(requests), plan_greedy(requests)
     start = time.monotonic()
@@ -45,12 +43,14 @@ def row(name: str, requests: list, best: int | None, time_limit: float) -> str:
     elapsed = time.monotonic() - start
     for plan in (naive, greedy, search):
         verify_plan(requests, plan)
-    gap = f"{100 * (peak(search) - best) / best:.2f}" if best else "-"
-    return (f"{name:<26}{len(requests):>8}{lower_bound(requests):>11}{peak(naive):>11}"
-            f"{peak(greedy):>11}{peak(search):>11}{best or '-':>11}{gap:>8}{elapsed:>8.2f}")
+    peak = plan_peak(search)
+    gap = f"{100 * (peak - best) / best:.2f}" if best else "-"
+    return (f"{name:<26}{len(requests):>8}{search.arenas[0].lower_bound:>11}"
+            f"{plan_peak(naive):>11}{plan_peak(greedy):>11}{peak:>11}{best or '-':>11}{gap:>8}"
+            f"{elapsed:>8.2f}")
 
 
-def model_requests() -> dict[str, list]:
+def model_requests() -> dict[str, list[BufferRequest]]:
     """Buffer requests of every example model's exported graph (after all passes)."""
     import importlib.util
 

@@ -21,6 +21,7 @@ from toolchain.memory_plan import (
     read_benchmark_csv,
     verify_plan,
 )
+from toolchain.memory_plan.core import peak_live_set
 
 BENCHMARKS = Path(__file__).resolve().parents[3] / "shared" / "planner-benchmarks"
 FAST = settings(max_examples=60, deadline=None)
@@ -34,6 +35,10 @@ def peak(plan) -> int:
 @given(requests())
 def test_lower_bound_matches_brute_force(reqs):
     assert lower_bound(reqs) == brute_lower_bound(reqs)
+    lb, step, ids = peak_live_set(reqs)
+    live = [r for r in reqs if r.id in ids]
+    assert lb == lower_bound(reqs) == sum(r.footprint for r in live)
+    assert all(r.start <= step < r.end for r in live)
 
 
 @FAST

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from .benchmark_io import read_benchmark_csv, write_solution_csv
-from .core import PlanError, lower_bound, peak_live_set, plan_peak
+from .core import PlanError, peak_live_set, plan_peak
 from .plan import PLANNERS, plan_memory
 
 
@@ -30,17 +30,17 @@ def main(
     start = time.monotonic()
     try:
         requests = read_benchmark_csv(file)
-        if capacity is not None and lower_bound(requests) > capacity:
-            step, live = peak_live_set(requests)
+        lb, step, live = peak_live_set(requests)
+        if capacity is not None and lb > capacity:
             raise PlanError(
-                f"no plan can fit {capacity} bytes: {lower_bound(requests)} bytes are live at "
+                f"no plan can fit {capacity} bytes: {lb} bytes are live at "
                 f"once at step {step} ({len(live)} buffers: {', '.join(live[:8])}"
                 f"{', ...' if len(live) > 8 else ''})")
         plan = plan_memory(requests, planner=planner, time_limit=time_limit)
     except PlanError as e:
         raise click.ClickException(str(e)) from e
     elapsed = time.monotonic() - start
-    lb, peak = lower_bound(requests), plan_peak(plan)
+    peak = plan_peak(plan)
     gap = 100.0 * (peak - lb) / lb if lb else 0.0
     click.echo(f"buffers      {len(requests)}")
     click.echo(f"lower bound  {lb}")

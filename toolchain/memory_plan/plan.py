@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
-from .core import PlanError, check_requests, lower_bound, peak_live_set, plan_peak
+from .core import PlanError, check_requests, conflict, peak_live_set, plan_peak
 from .greedy import plan_greedy, plan_naive
 from .search import plan_search
-from .types import Arena, BufferRequest, Placement, Plan, Tier
+from .types import BufferRequest, Plan, Tier
 from .verify import verify_plan
 
 # "auto" is greedy, then the search only if greedy is above the lower bound (the search
@@ -47,7 +48,7 @@ def _pressure_ids(requests: Sequence[BufferRequest], plan: Plan, capacity: int) 
     """Ids live at a step where some buffer reaches above ``capacity`` in ``plan``."""
     placed = plan.by_id()
     over = [r for r in requests if placed[r.id].offset + r.footprint > capacity]
-    return {r.id for r in requests if any(r.start < o.end and o.start < r.end for o in over)}
+    return {r.id for r in requests if any(conflict(r, o) for o in over)}
 
 
 def _evict_one(movable: list[BufferRequest], pressure: set[str]) -> BufferRequest | None:
@@ -72,8 +73,9 @@ def _fill_tier(
     kept, evicted = list(movable), []
     while True:
         reqs = pinned + kept
-        if lower_bound(reqs) > tier.capacity:  # cheap phase: no plan can fit, skip planning
-            pressure, plan = set(peak_live_set(reqs)[1]), None
+        lb, _, live = peak_live_set(reqs)
+        if lb > tier.capacity:  # cheap phase: no plan can fit, skip planning
+            pressure, plan = set(live), None
         else:
             plan = _run(planner, reqs, deadline - time.monotonic())
             if plan_peak(plan) <= tier.capacity:
@@ -93,27 +95,24 @@ def _tier_error(
         f"tier {t.name!r} needs {plan_peak(p)} bytes, {t.capacity} available"
         for t, p in zip(tiers, plans, strict=False)
     )
-    step, ids = peak_live_set(requests)
+    lb, step, ids = peak_live_set(requests)
     return PlanError(
         f"memory plan does not fit the board: {needs}. Largest live set: "
-        f"{lower_bound(requests)} bytes at step {step}: {', '.join(ids)}",
+        f"{lb} bytes at step {step}: {', '.join(ids)}",
         peak_step=step,
         live_ids=ids,
     )
 
 
 def _merge(requests: Sequence[BufferRequest], tiers: Sequence[Tier], plans: list[Plan]) -> Plan:
-    """One plan with each tier's placements retagged, one arena per tier (0 bytes if empty)."""
-    tier_of = {
-        p.id: (t.name, p.offset)
+    """One plan with each tier's placements and single arena retagged (0 bytes if empty)."""
+    placed = {
+        p.id: replace(p, tier=t.name)
         for t, plan in zip(tiers, plans, strict=True)
         for p in plan.placements
     }
-    placements = tuple(Placement(r.id, tier_of[r.id][1], tier_of[r.id][0]) for r in requests)
-    arenas = tuple(
-        Arena(t.name, plan_peak(p), p.arenas[0].lower_bound)
-        for t, p in zip(tiers, plans, strict=True)
-    )
+    placements = tuple(placed[r.id] for r in requests)
+    arenas = tuple(replace(p.arenas[0], tier=t.name) for t, p in zip(tiers, plans, strict=True))
     names = sorted({p.planner for p in plans if p.placements})
     return Plan(placements, arenas, "+".join(names) or "empty")
 

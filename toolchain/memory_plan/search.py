@@ -27,7 +27,7 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from itertools import pairwise
 
-from .core import check_requests, lower_bound, plan_peak, single_tier_plan
+from .core import arena_size, plan_peak, single_tier_plan
 from .greedy import plan_greedy
 from .types import BufferRequest, Plan
 
@@ -209,13 +209,13 @@ class _Solver:
         and take it out of its sections' unplaced totals. Returns the (buffer, old min) log."""
         off, min_off, total = self.off, self.min_off, self.total
         off[i] = o
-        height = o + self.size[i]
+        s = self.size[i]
+        height = o + s
         moved = []
         for j in self.overlaps[i]:
             if off[j] < 0 and min_off[j] < height:
                 moved.append((j, min_off[j]))
                 min_off[j] = height
-        s = self.size[i]
         for k in range(self.sec_lo[i], self.sec_hi[i]):
             total[k] -= s
         return moved
@@ -285,13 +285,14 @@ def plan_search(requests: Sequence[BufferRequest], time_limit: float = 5.0) -> P
     so the search stops), then a binary search between the lower bound and the best plan so
     far. Each probe gets half of the remaining time; a timed-out probe counts as infeasible.
     """
-    check_requests(requests)
     deadline = time.monotonic() + time_limit
-    best = plan_greedy(requests)
-    lo, hi = lower_bound(requests), plan_peak(best) - 1
-    problem = _UnitProblem(requests) if lo <= hi else None
-    target = lo
-    while problem is not None and lo <= hi and time.monotonic() < deadline:
+    greedy = plan_greedy(requests)  # checks the requests
+    lo, hi = greedy.arenas[0].lower_bound, plan_peak(greedy) - 1
+    if lo > hi:
+        return greedy
+    problem, target = _UnitProblem(requests), lo
+    best: list[int] | None = None  # offsets of the best plan found by the search
+    while lo <= hi and time.monotonic() < deadline:
         now = time.monotonic()
         try:
             offsets = problem.offsets(target, now + (deadline - now) / 2)
@@ -300,7 +301,6 @@ def plan_search(requests: Sequence[BufferRequest], time_limit: float = 5.0) -> P
         if offsets is None:
             lo = target + 1
         else:
-            best = single_tier_plan(requests, offsets, "search")
-            hi = plan_peak(best) - 1
+            best, hi = offsets, arena_size(requests, offsets) - 1
         target = (lo + hi) // 2
-    return best
+    return greedy if best is None else single_tier_plan(requests, best, "search")
