@@ -30,7 +30,7 @@ from toolchain.inspect import describe, plan_requests
               type=click.Choice(["auto", "greedy", "search", "naive"]))
 @click.option("--time-limit", default=2.0, show_default=True,
               help="Seconds the search planner may spend improving on greedy.")
-@click.option("--name", help="Model name stored in the bundle (default: the class name).")
+@click.option("--name", help="Model name stored in the bundle (default: the module's name).")
 def export_main(target: str, output: str, example_inputs: tuple[str, ...], board: str | None,
                 planner: str, time_limit: float, name: str | None) -> None:
     """Export TARGET (``path/to/file.py:Model`` or ``package.module:factory``) to a bundle."""
@@ -42,7 +42,9 @@ def export_main(target: str, output: str, example_inputs: tuple[str, ...], board
         module, factory = _load_target(target)
         model = factory()
         inputs = _example_inputs(module, example_inputs, target)
-        result = export(model, inputs, name=name or getattr(factory, "__name__", "model"),
+        ref = target.rpartition(":")[0]
+        default_name = Path(ref).stem if ref.endswith(".py") else ref.rpartition(".")[2]
+        result = export(model, inputs, name=name or default_name,
                         board=load_board(board) if board else None, planner=planner,
                         time_limit=time_limit, progress=lambda m: click.echo(m, err=True))
         size = write_bundle(result, output)
