@@ -61,3 +61,18 @@ def _recipe(tmp_path, sram: int, dram: int):
     path.write_text(f'name = "tiny"\n[[memory]]\nname = "sram"\nsize = {sram}\n'
                     f'[[memory]]\nname = "dram"\nsize = {dram}\n')
     return path
+
+
+def test_scratch_limit_shrinks_the_arena_and_keeps_results(exported, tmp_path):
+    ex = exported("cnn")
+    unlimited = ex.result.plan.arenas[0].size
+    board = Board("lean", "", (Tier("sram", 1 << 30),), {}, ("float32",), scratch_limit=32768)
+    result = export(ex.model, ex.torch_inputs, board=board)
+    def biggest_scratch(graph) -> int:
+        return max(t.nbytes for t in graph.tensors.values() if t.kind == "scratch")
+
+    assert biggest_scratch(result.graph) < biggest_scratch(ex.result.graph) / 4
+    assert result.plan.arenas[0].size < unlimited / 2
+    write_bundle(result, tmp_path / "lean.nee")
+    (out,) = Program.load(tmp_path / "lean.nee").run(*ex.inputs)
+    np.testing.assert_allclose(out, ex.expected[0], rtol=1e-5, atol=1e-6)

@@ -21,6 +21,7 @@ class Board:
     tiers: tuple[Tier, ...]
     npu: dict
     dtypes: tuple[str, ...]
+    scratch_limit: int | None = None  # max workspace bytes a kernel call may ask for
 
 
 def available_boards() -> list[str]:
@@ -40,8 +41,10 @@ def load_board(name_or_path: str) -> Board:
         raw = tomllib.load(f)
     try:
         tiers = tuple(Tier(m["name"], int(m["size"])) for m in raw["memory"])
+        limit = raw.get("scratch_limit")
         return Board(raw.get("name", path.stem), raw.get("description", ""), tiers,
-                     raw.get("npu", {}), tuple(raw.get("dtypes", ["float32"])))
+                     raw.get("npu", {}), tuple(raw.get("dtypes", ["float32"])),
+                     None if limit is None else int(limit))
     except (KeyError, TypeError, ValueError) as e:
         raise ExportError(f"board recipe {path}", "[[memory]] entries with name and size",
                           f"{type(e).__name__}: {e}", "see boards/*.toml for examples") from e

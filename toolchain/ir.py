@@ -73,6 +73,7 @@ class Graph:
     inputs: list[str]
     outputs: list[str]
     ensured: set[str] = field(default_factory=set)
+    scratch_budget: int | None = None  # max workspace bytes per kernel call (board recipe)
 
     def storage_of(self, name: str) -> str:
         """The tensor owning the bytes of ``name`` (itself unless it is a view)."""

@@ -14,7 +14,10 @@ Contract (every kernel follows it; tests in tests/kernels check each one against
   nothing. It must not allocate an output-sized temporary where numpy's ``out=`` can avoid it.
 - Workspace: a kernel needing temporaries declares ``Kernel.scratch`` and takes a keyword
   ``scratch=None``; it carves typed regions from it with ``_common.Workspace`` and allocates
-  only when called without one (reference use, constant folding at export).
+  only when called without one (reference use, constant folding at export). ``Kernel.scratch``
+  may receive ``budget=`` (bytes, from a board's ``scratch_limit``): a kernel that can work in
+  pieces then asks for less and works out its tiling from the size it is given (convolution:
+  im2col columns for as many output rows as fit beside its padded input, at least one row).
 - ``Kernel.dtypes``: the output dtypes the kernel supports, checked at bundle load.
 """
 

@@ -103,8 +103,9 @@ class _ConvPlan:
     out_shape: tuple[int, ...]  # of the 2-D problem
     pads: tuple[tuple[int, int], ...] | None  # input padding, if needed
     padded: tuple[int, ...] | None  # padded-input region, if padding is needed
-    work: tuple[int, ...] | None  # im2col columns or depthwise products
+    work: tuple[int, ...] | None  # im2col columns (for tile_rows output rows) or depthwise products
     depthwise: bool
+    tile_rows: int  # output rows per im2col matmul (all of them unless a budget forced tiles)
 
     @property
     def nbytes(self) -> int:
@@ -113,9 +114,11 @@ class _ConvPlan:
 
 @functools.lru_cache(maxsize=1024)
 def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: IntList,
-               padding: IntList, dilation: IntList, groups: int) -> _ConvPlan:
+               padding: IntList, dilation: IntList, groups: int,
+               budget: int | None = None) -> _ConvPlan:
     """The plan of a conv1d/conv2d call (conv1d as conv2d over a height-1 image); int-list args
-    are tuples (hashable), as the runtime passes them."""
+    are tuples (hashable), as the runtime passes them. With a ``budget`` (scratch bytes), the
+    im2col columns cover as many output rows as fit (at least one) instead of all of them."""
     if len(w_shape) == 3:
         x_shape, w_shape = (*x_shape[:2], 1, x_shape[2]), (*w_shape[:2], 1, w_shape[2])
         stride, padding, dilation = ((first, *expand_param(v, 1)) for first, v in
@@ -130,14 +133,19 @@ def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: IntLi
     out_shape = (n, o, *out_hw)
     pads = win.pads(hw)
     depthwise = groups == c == o
+    padded = None if pads is None else _padded_shape(x_shape, pads)
+    tile = out_hw[0]
     if depthwise:
         work = None if kh * kw == 1 else out_shape
     elif (kh, kw) == (1, 1) and pads is None and stride == (1, 1):
         work = None
     else:
-        work = (n, c, kh, kw, *out_hw)
-    padded = None if pads is None else _padded_shape(x_shape, pads)
-    return _ConvPlan(win, out_shape, pads, padded, work, depthwise)
+        if budget is not None:
+            row = n * c * kh * kw * out_hw[1] * 4  # float32 column bytes per output row
+            room = budget - (workspace_bytes((padded, "float32")) if padded else 0)
+            tile = max(1, min(out_hw[0], room // row))
+        work = (n, c, kh, kw, tile, out_hw[1])
+    return _ConvPlan(win, out_shape, pads, padded, work, depthwise, tile)
 
 
 def conv_out_shape(input: np.ndarray, weight: np.ndarray, stride: IntList, padding: IntList,
@@ -148,8 +156,10 @@ def conv_out_shape(input: np.ndarray, weight: np.ndarray, stride: IntList, paddi
 
 
 def _conv_scratch(input: np.ndarray, weight: np.ndarray, stride: IntList, padding: IntList,
-                  dilation: IntList, groups: int, **_: object) -> int:
-    return _conv_plan(input.shape, weight.shape, stride, padding, dilation, groups).nbytes
+                  dilation: IntList, groups: int, budget: int | None = None,
+                  **_: object) -> int:
+    return _conv_plan(input.shape, weight.shape, stride, padding, dilation, groups,
+                      budget).nbytes
 
 
 def _depthwise(x: np.ndarray, weight: np.ndarray, win: _Window, prod: np.ndarray | None,
@@ -166,16 +176,21 @@ def _depthwise(x: np.ndarray, weight: np.ndarray, win: _Window, prod: np.ndarray
 
 def _grouped(x: np.ndarray, weight: np.ndarray, groups: int, win: _Window,
              work: np.ndarray | None, out: np.ndarray) -> None:
-    """One (batched) BLAS matmul per group over the column buffer, straight into out."""
-    if work is None:  # 1x1, stride 1, unpadded: the input is the column matrix
-        cols = x
-    else:
-        np.copyto(work, win.columns(x))
-        cols = work
+    """One (batched) BLAS matmul per group and row tile over the column buffer, into out."""
     n, o = out.shape[:2]
-    np.matmul(weight.reshape(groups, o // groups, -1),
-              cols.reshape(n, groups, -1, out.shape[2] * out.shape[3]),
-              out=out.reshape((n, groups, o // groups, -1), copy=False))
+    w = weight.reshape(groups, o // groups, -1)
+    if work is None:  # 1x1, stride 1, unpadded: the input is the column matrix
+        np.matmul(w, x.reshape(n, groups, -1, out.shape[2] * out.shape[3]),
+                  out=out.reshape((n, groups, o // groups, -1), copy=False))
+        return
+    columns, tile = win.columns(x), work.shape[-2]
+    for r0 in range(0, out.shape[2], tile):
+        rows = min(tile, out.shape[2] - r0)
+        cols = work[..., :rows, :]
+        np.copyto(cols, columns[..., r0:r0 + rows, :])
+        np.matmul(w, cols.reshape(n, groups, -1, rows * out.shape[3]),
+                  out=out[:, :, r0:r0 + rows].reshape((n, groups, o // groups, -1),
+                                                       copy=False))
 
 
 def convolution(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
@@ -187,6 +202,9 @@ def convolution(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
     if transposed or weight.ndim not in (3, 4):
         raise NotImplementedError("only non-transposed 1-D and 2-D convolution")
     plan = _conv_plan(input.shape, weight.shape, stride, padding, dilation, groups)
+    if scratch is not None and scratch.nbytes < plan.nbytes:  # a budgeted scratch: row tiles
+        plan = _conv_plan(input.shape, weight.shape, stride, padding, dilation, groups,
+                          scratch.nbytes)
     if weight.ndim == 3:  # conv1d as conv2d over a height-1 image
         input, weight, out = input[:, :, None], weight[:, :, None], out[:, :, None]
     ws = Workspace(scratch)

@@ -9,7 +9,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from kernel_harness import check_op, coarse, random, run_kernel, with_layout
+from kernel_harness import (
+    check_op,
+    coarse,
+    placeholder,
+    random,
+    run_kernel,
+    to_kernel_arg,
+    with_layout,
+)
 
 from runtime_py.kernels import KERNELS
 
@@ -44,6 +52,29 @@ def test_convolution(case: str, layout: str, bias: bool) -> None:
              weight=random(w_shape), bias=random((w_shape[0],)) if bias else None,
              stride=stride, padding=padding, dilation=dilation, transposed=False,
              output_padding=[0] * len(stride), groups=groups, **CONV_TOL)
+
+
+@pytest.mark.parametrize("budget", [1, 20_000])
+@pytest.mark.parametrize("case", ["3x3", "stride2-asym", "dilated", "7x7-stem", "grouped",
+                                  "conv1d"])
+def test_convolution_under_a_scratch_budget(case: str, budget: int) -> None:
+    """A budgeted scratch (as add_scratch plans for boards with ``scratch_limit``) makes im2col
+    work in row tiles; results are unchanged and the scratch is smaller than the full one."""
+    x_shape, w_shape, stride, padding, dilation, groups = CONV_CASES[case]
+    torch_args = {"input": random(x_shape), "weight": random(w_shape),
+                  "bias": random((w_shape[0],)), "stride": stride, "padding": padding,
+                  "dilation": dilation, "transposed": False,
+                  "output_padding": [0] * len(stride), "groups": groups}
+    want = aten.convolution.default(**torch_args).numpy()
+    args = {k: to_kernel_arg(v) for k, v in torch_args.items()}
+    kernel = KERNELS["aten::convolution.out"]
+    shapes = {k: placeholder(v) for k, v in args.items()}
+    full, small = kernel.scratch(**shapes), kernel.scratch(**shapes, budget=budget)
+    one_row = len(w_shape) == 3  # conv1d is one output row: nothing to tile
+    assert small < full or budget >= full or (one_row and small == full)
+    out = np.full(want.shape, np.nan, np.float32)
+    kernel.fn(**args, out=out, scratch=np.full(small, 0xFF, np.uint8))
+    np.testing.assert_allclose(out, want, **CONV_TOL)
 
 
 def test_transposed_convolution_not_implemented() -> None:

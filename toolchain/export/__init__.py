@@ -36,6 +36,7 @@ def export(
     """Export ``model`` traced with ``example_inputs`` into a plan-complete program."""
     say = _stage_timer(progress)
     graph = to_graph(export_program(model, example_inputs))
+    graph.scratch_budget = board.scratch_limit if board else None
     say(f"captured {len(graph.nodes)} core ATen calls")
     graph = run_passes(graph, verify_each=verify_each)
     say(f"ran passes: {len(graph.nodes)} out-variant calls")

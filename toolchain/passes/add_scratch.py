@@ -1,8 +1,9 @@
 """Pass: give kernels that need a workspace (im2col columns, padded input) a planned scratch.
 
 Rewrites: for every node whose kernel declares ``Kernel.scratch``, asks it for the bytes it needs
-    for this call's shapes and adds a ``scratch`` argument: a uint8 tensor of kind "scratch",
-    planned in the arena like any activation and live only during that node.
+    for this call's shapes (within ``Graph.scratch_budget`` when a board sets one: convolution
+    then builds its im2col columns in row tiles) and adds a ``scratch`` argument: a uint8 tensor
+    of kind "scratch", planned in the arena like any activation and live only during that node.
 Requires: "out_variant" (kernels are looked up by out-variant name).
 Ensures: "scratch_planned": every such node has its scratch; nothing is allocated at run time.
 """
@@ -23,7 +24,9 @@ def add_scratch(graph: Graph) -> Graph:
         kernel = KERNELS.get(node.op)
         if kernel is None or kernel.scratch is None or SCRATCH_ARG in node.args:
             continue
-        nbytes = kernel.scratch(**{k: _placeholder(graph, v) for k, v in node.args.items()})
+        budget = {} if graph.scratch_budget is None else {"budget": graph.scratch_budget}
+        nbytes = kernel.scratch(**{k: _placeholder(graph, v) for k, v in node.args.items()},
+                                **budget)
         if nbytes > 0:
             name = f"{node.outputs[0]}_scratch"
             graph.tensors[name] = Tensor(name, (nbytes,), "uint8", "scratch")
