@@ -114,14 +114,21 @@ class Program:
 
     def _bind(self, node: Any) -> Call:
         kwargs = {arg.name: self._arg_value(arg) for arg in node.args or []}
-        fn = KERNELS[node.op].fn
+        kernel = KERNELS[node.op]
+        what = f"{self.loaded.path}: node {node.op}"
+        hint = "export with a toolchain matching this runtime"
         try:
-            inspect.signature(fn).bind(**kwargs)
+            inspect.signature(kernel.fn).bind(**kwargs)
         except TypeError as e:
-            raise BundleError(f"{self.loaded.path}: node {node.op}",
-                              "arguments the runtime's kernel takes", str(e),
-                              "export with a toolchain matching this runtime") from e
-        return Call(node.op, fn, kwargs, node.source or "")
+            raise BundleError(what, "arguments the runtime's kernel takes", str(e), hint) from e
+        scratch = kwargs.get("scratch")
+        if kernel.scratch is not None and scratch is not None:
+            shapes = {k: v for k, v in kwargs.items() if k != "scratch"}
+            least = kernel.scratch(**shapes, budget=0)  # the smallest workspace it can use
+            if scratch.nbytes < least:
+                raise BundleError(what, f"a scratch of at least {least} bytes",
+                                  f"{scratch.nbytes} bytes", hint)
+        return Call(node.op, kernel.fn, kwargs, node.source or "")
 
     def _arg_value(self, arg: Any) -> Any:
         kind = arg.kind

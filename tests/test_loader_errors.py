@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import random
 
 import numpy as np
@@ -117,3 +118,14 @@ def test_arguments_a_kernel_does_not_take_are_rejected_at_load(tmp_path, exporte
     node.args[0].name = "no_such_argument"
     with pytest.raises(BundleError, match="arguments the runtime's kernel takes"):
         Program.load(write())
+
+
+def test_scratch_smaller_than_the_kernel_needs_is_rejected_at_load(exported, monkeypatch):
+    path = exported("cnn").path
+    op = next(n.op for n in load_bundle(path).bundle.nodes
+              if any(a.name == "scratch" for a in n.args))
+    kernel = kernels.KERNELS[op]
+    monkeypatch.setitem(kernels.KERNELS, op, dataclasses.replace(
+        kernel, scratch=lambda **args: kernel.scratch(**args) + (1 << 30)))
+    with pytest.raises(BundleError, match="a scratch of at least"):
+        Program.load(path)

@@ -17,7 +17,8 @@ Contract (every kernel follows it; tests in tests/kernels check each one against
   only when called without one (reference use, constant folding at export). ``Kernel.scratch``
   may receive ``budget=`` (bytes, from a board's ``scratch_limit``): a kernel that can work in
   pieces then asks for less and works out its tiling from the size it is given (convolution:
-  im2col columns for as many output rows as fit beside its padded input, at least one row).
+  im2col columns for as many output rows as fit beside its padded input, at least one row);
+  ``budget=0`` gives the least it can work with, which the runtime checks at load.
 - ``Kernel.dtypes``: the output dtypes the kernel supports, checked at bundle load.
 """
 
