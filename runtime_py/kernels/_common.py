@@ -8,6 +8,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from runtime_py.format import align
+
 FLOAT = frozenset({"float32"})
 NUMERIC = frozenset({"float32", "int64"})
 ALL = frozenset({"float32", "int64", "bool"})
@@ -44,13 +46,10 @@ def expand_param(value: Sequence[int] | int, n: int) -> tuple[int, ...]:
 _ALIGN = 64  # bytes; every workspace region starts on a cache line
 
 
-def _aligned(nbytes: int) -> int:
-    return -(-nbytes // _ALIGN) * _ALIGN
-
-
 def workspace_bytes(*regions: tuple[Sequence[int], str | np.dtype]) -> int:
     """Scratch bytes for ``Workspace.take`` of these (shape, dtype) regions."""
-    return sum(_aligned(math.prod(shape) * np.dtype(dtype).itemsize) for shape, dtype in regions)
+    return sum(align(math.prod(shape) * np.dtype(dtype).itemsize, _ALIGN)
+               for shape, dtype in regions)
 
 
 class Workspace:
@@ -67,7 +66,7 @@ class Workspace:
         dtype = np.dtype(dtype)
         nbytes = math.prod(shape) * dtype.itemsize
         region = self._buf[self._offset:self._offset + nbytes]
-        self._offset += _aligned(nbytes)
+        self._offset += align(nbytes, _ALIGN)
         return region.view(dtype).reshape(shape)
 
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from runtime_py.format import align
+
 from .core import check_requests, conflict, single_tier_plan
-from .types import BufferRequest, Plan, align_up
+from .types import BufferRequest, Plan
 
 
 def plan_naive(requests: Sequence[BufferRequest]) -> Plan:
@@ -13,7 +15,7 @@ def plan_naive(requests: Sequence[BufferRequest]) -> Plan:
     check_requests(requests)
     offsets, cursor = [], 0
     for r in requests:
-        offset = align_up(cursor, r.alignment)
+        offset = align(cursor, r.alignment)
         offsets.append(offset)
         cursor = offset + r.footprint
     return single_tier_plan(requests, offsets, "naive")
@@ -23,11 +25,11 @@ def _best_fit(busy: list[tuple[int, int]], size: int, alignment: int) -> int:
     """Lowest aligned offset in the smallest gap between ``busy`` ranges that holds ``size``."""
     best, best_gap, top = None, 0, 0
     for lo, hi in sorted(busy):
-        offset = align_up(top, alignment)
+        offset = align(top, alignment)
         if offset + size <= lo and (best is None or lo - top < best_gap):
             best, best_gap = offset, lo - top
         top = max(top, hi)
-    return align_up(top, alignment) if best is None else best
+    return align(top, alignment) if best is None else best
 
 
 def greedy_offsets(requests: Sequence[BufferRequest]) -> list[int]:

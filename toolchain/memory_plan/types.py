@@ -9,10 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
-def align_up(value: int, alignment: int) -> int:
-    """Smallest multiple of ``alignment`` that is >= ``value``."""
-    return -(-value // alignment) * alignment
+from runtime_py.format import align
 
 
 @dataclass(frozen=True)
@@ -29,7 +26,7 @@ class BufferRequest:
     @property
     def footprint(self) -> int:
         """Bytes reserved for this buffer: ``size`` rounded up to ``alignment``."""
-        return align_up(self.size, self.alignment)
+        return align(self.size, self.alignment)
 
 
 @dataclass(frozen=True)
