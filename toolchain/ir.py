@@ -43,6 +43,11 @@ class Tensor:
         """The strides this tensor is laid out with."""
         return self.strides if self.strides is not None else contiguous_strides(self.shape)
 
+    @property
+    def is_contiguous(self) -> bool:
+        """Row-major strides (a view may still start at an offset into its root)."""
+        return self.element_strides() == contiguous_strides(self.shape)
+
 
 def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     """Row-major element strides for ``shape``."""
@@ -87,6 +92,18 @@ class Graph:
             if t.view_of == old:
                 t.view_of = new
         self.outputs = [new if n == old else n for n in self.outputs]
+
+    def producers(self) -> dict[str, Node]:
+        """The node writing each node output, by tensor name."""
+        return {out: node for node in self.nodes for out in node.outputs}
+
+    def readers(self) -> dict[str, list[Node]]:
+        """The nodes reading each tensor name (out and scratch arguments excluded)."""
+        found: dict[str, list[Node]] = {}
+        for node in self.nodes:
+            for name in node_inputs(node):
+                found.setdefault(name, []).append(node)
+        return found
 
     def is_const(self, name: str) -> bool:
         """Whether ``name`` is a constant or a view of one."""

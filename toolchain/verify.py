@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from toolchain.ir import Graph, Node, Ref, Tensor, contiguous_strides, node_inputs, refs
+from toolchain.ir import Graph, Node, Ref, Tensor, node_inputs, refs
 from toolchain.passes.alias_views import VIEW_RULES
 
 
@@ -80,8 +80,8 @@ def _node_problems(graph: Graph, i: int, node: Node):
     read = {graph.storage_of(n) for n in node_inputs(node)}
     for out in node.outputs:
         t = graph.tensors[out]
-        whole = t.element_strides() == contiguous_strides(t.shape) and t.offset == 0
-        if t.view_of is not None and not (t.view_of in read and whole):
+        if t.view_of is not None and not (t.view_of in read and t.is_contiguous
+                                          and t.offset == 0):
             yield f"{where}: output {out} is a view but not a whole in-place input"
     if "supported" in graph.ensured and not node.out_names:
         yield f"{where}: not an out-variant call after check_supported"

@@ -85,8 +85,7 @@ def _reshape(base: Tensor, node: Node, outs: list[Tensor]) -> list[Layout] | Non
 
 
 def _clone(base: Tensor, node: Node, outs: list[Tensor]) -> list[Layout] | None:
-    contiguous = base.element_strides() == contiguous_strides(base.shape)
-    return [(contiguous_strides(base.shape), 0)] if contiguous else None
+    return [(contiguous_strides(base.shape), 0)] if base.is_contiguous else None
 
 
 def _permute(base: Tensor, node: Node, outs: list[Tensor]) -> list[Layout]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from toolchain.ir import Graph, Node, Ref, Tensor, node_inputs
+from toolchain.ir import Graph, Node, Ref, Tensor
 
 CONV = "aten::convolution.default"
 BATCH_NORM = "aten::_native_batch_norm_legit_no_training.default"
@@ -22,25 +22,16 @@ BATCH_NORM = "aten::_native_batch_norm_legit_no_training.default"
 
 def fold_batchnorm(graph: Graph) -> Graph:
     """Apply the rewrite described in the module docstring."""
-    readers = _readers(graph)
-    producer = {out: node for node in graph.nodes for out in node.outputs}
+    readers, producer = graph.readers(), graph.producers()
     folded: set[int] = set()
     for bn in graph.nodes:
         conv = producer.get(bn.args["input"].name) if bn.op == BATCH_NORM else None
         if conv is not None and _foldable(graph, conv, bn, readers):
             _fold(graph, conv, bn)
-            readers[conv.outputs[0]] = readers.get(bn.outputs[0], 0)  # conv now feeds those
+            readers[conv.outputs[0]] = readers.get(bn.outputs[0], [])  # conv now feeds those
             folded.add(id(bn))
     graph.nodes = [n for n in graph.nodes if id(n) not in folded]
     return graph
-
-
-def _readers(graph: Graph) -> dict[str, int]:
-    count: dict[str, int] = {name: 1 for name in graph.outputs}
-    for node in graph.nodes:
-        for name in node_inputs(node):
-            count[name] = count.get(name, 0) + 1
-    return count
 
 
 def _const(graph: Graph, value: object) -> np.ndarray | None:
@@ -50,13 +41,13 @@ def _const(graph: Graph, value: object) -> np.ndarray | None:
     return t.data if t is not None and t.kind == "const" and t.view_of is None else None
 
 
-def _foldable(graph: Graph, conv: Node, bn: Node, readers: dict[str, int]) -> bool:
+def _foldable(graph: Graph, conv: Node, bn: Node, readers: dict[str, list[Node]]) -> bool:
     params = [bn.args.get(k) for k in ("weight", "bias", "running_mean", "running_var")]
     return (
         conv.op == CONV
         and not conv.args.get("transposed", False)
-        and readers.get(conv.outputs[0]) == 1
-        and all(readers.get(o, 0) == 0 for o in bn.outputs[1:])
+        and readers.get(conv.outputs[0]) == [bn] and conv.outputs[0] not in graph.outputs
+        and not any(readers.get(o) or o in graph.outputs for o in bn.outputs[1:])
         and _const(graph, conv.args["weight"]) is not None
         and (conv.args.get("bias") is None or _const(graph, conv.args["bias"]) is not None)
         and all(p is None or _const(graph, p) is not None for p in params)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from runtime_py.kernels import KERNELS
-from toolchain.ir import Graph, Node, Ref, contiguous_strides, node_inputs
+from toolchain.ir import Graph, Node, Ref, node_inputs
 
 
 def fold_constants(graph: Graph) -> Graph:
@@ -28,15 +28,11 @@ def fold_constants(graph: Graph) -> Graph:
             kept.append(node)
     graph.nodes = kept
     for name, t in graph.tensors.items():
-        if t.view_of and graph.is_const(name) and _needs_copy(t.element_strides(), t.shape):
+        if t.view_of and graph.is_const(name) and not t.is_contiguous and 0 not in t.strides:
             data = np.ascontiguousarray(graph.const_value(name))
             t.view_of, t.strides, t.offset, t.kind, t.data = None, None, 0, "const", data
     graph.ensured.add("consts_folded")
     return graph
-
-
-def _needs_copy(strides: tuple[int, ...], shape: tuple[int, ...]) -> bool:
-    return 0 not in strides and tuple(strides) != contiguous_strides(shape)
 
 
 def _evaluate(graph: Graph, node: Node) -> None:

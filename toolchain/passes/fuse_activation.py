@@ -13,7 +13,7 @@ Ensures: no fusable producer/activation pair remains.
 from __future__ import annotations
 
 from runtime_py.kernels import KERNELS
-from toolchain.ir import Graph, Node, Ref, node_inputs
+from toolchain.ir import Graph, Node, Ref
 
 FUSED = {
     "aten::convolution.out": "nee::convolution_act.out",
@@ -29,11 +29,7 @@ ACTIVATIONS = frozenset({
 
 def fuse_activation(graph: Graph) -> Graph:
     """Apply the rewrite described in the module docstring."""
-    readers: dict[str, list[Node]] = {}
-    for node in graph.nodes:
-        for name in node_inputs(node):
-            readers.setdefault(name, []).append(node)
-    producer = {out: node for node in graph.nodes for out in node.outputs}
+    readers, producer = graph.readers(), graph.producers()
     fused: set[int] = set()
     for act in graph.nodes:
         source = act.args.get("self")

@@ -43,7 +43,7 @@ def _donor(graph: Graph, node: Node, step: int, last_read: dict[str, int]) -> st
         other_views = any(graph.storage_of(n) == root.name and n != name for n in inputs)
         if (root.kind in ("activation", "input") and last_read.get(root.name) == step
                 and not other_views
-                and t.element_strides() == contiguous_strides(t.shape) and t.offset == 0
+                and t.is_contiguous and t.offset == 0
                 and t.nbytes == root.nbytes
                 and t.shape == out.shape and t.dtype == out.dtype):
             return root.name
