@@ -50,8 +50,9 @@ def serialize(result: ExportResult) -> bytes:
     graph = result.graph
     names = _used_tensors(graph)
     index = {name: i for i, name in enumerate(names)}
-    consts = [n for n in names if graph.tensors[n].kind == "const" and not graph.tensors[n].view_of]
-    blobs = [np.ascontiguousarray(graph.tensors[n].data).tobytes() for n in consts]
+    roots = [n for n in names if graph.tensors[n].kind == "const" and not graph.tensors[n].view_of]
+    consts = {name: i for i, name in enumerate(roots)}  # const root -> segment index
+    blobs = [np.ascontiguousarray(graph.tensors[n].data).tobytes() for n in roots]
     segments, offset = [], 0
     for blob in blobs:
         segments.append(SegmentT(offset=offset, size=len(blob)))
@@ -96,11 +97,11 @@ def _used_tensors(graph: Graph) -> list[str]:
 
 
 def _tensor(graph: Graph, t: Tensor, result: ExportResult, index: dict[str, int],
-            consts: list[str]) -> Any:
+            consts: dict[str, int]) -> Any:
     root = graph.tensors[graph.storage_of(t.name)]
     itemsize = np.dtype(t.dtype).itemsize
     if root.kind == "const":
-        kind, storage = StorageKind.Constant, consts.index(root.name)
+        kind, storage = StorageKind.Constant, consts[root.name]
     else:
         kind, storage = StorageKind.Arena, result.buffer_index[root.name]
     return TensorT(
