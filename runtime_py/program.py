@@ -3,10 +3,11 @@ to their arguments at load. ``run`` copies the inputs in and calls the kernels; 
 
 from __future__ import annotations
 
-import contextlib
+import contextvars
+import functools
 import inspect
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from runtime_py.errors import BundleError, InputError
 from runtime_py.fbs.ArgKind import ArgKind
 from runtime_py.fbs.StorageKind import StorageKind
 from runtime_py.format import DTYPES, SEGMENT_ALIGNMENT
-from runtime_py.kernels import KERNELS, UFUNC_BUFSIZE
+from runtime_py.kernels import KERNELS, Bound, configure_numpy
 from runtime_py.loader import LoadedBundle, ints, load_bundle
 
 
@@ -35,11 +36,10 @@ class TensorSpec:
 
 @dataclass(frozen=True)
 class Call:
-    """A kernel bound to its arguments; ``op`` and ``source`` are kept for profiling."""
+    """A kernel call prepared at load; ``op`` and ``source`` are kept for profiling."""
 
     op: str
-    fn: Callable[..., None]
-    kwargs: dict[str, Any]
+    run: Bound
     source: str
 
 
@@ -55,7 +55,12 @@ class Program:
         self.outputs = [self._spec(i) for i in ints(bundle.outputs)]
         self._input_views = [self.tensors[i] for i in ints(bundle.inputs)]
         self._output_views = [self.tensors[i] for i in ints(bundle.outputs)]
-        self.calls = [self._bind(node) for node in bundle.nodes or []]
+        # The kernels' numpy mode, set once in a context of the program's own: a run neither
+        # pays for switching numpy settings nor changes the caller's.
+        self._numpy = contextvars.copy_context()
+        self._numpy.run(configure_numpy)
+        self.calls = self._numpy.run(lambda: [self._bind(node) for node in bundle.nodes or []])
+        self._run_all = functools.partial(self._numpy.run, self._execute)
 
     @classmethod
     def load(cls, path: str | Path) -> Program:
@@ -70,21 +75,26 @@ class Program:
     def run(self, *inputs: np.ndarray) -> list[np.ndarray]:
         """Run once. Returns views of the output tensors, valid until the next run."""
         self.set_inputs(inputs)
-        with _kernel_numpy_config():
-            for call in self.calls:
-                call.fn(**call.kwargs)
+        self._run_all()
         return self._output_views
 
     def profile(self, *inputs: np.ndarray) -> list[tuple[Call, float]]:
         """Run once, timing each kernel call; returns (call, seconds) in execution order."""
         self.set_inputs(inputs)
-        timings = []
-        with _kernel_numpy_config():
-            for call in self.calls:
-                start = time.perf_counter()
-                call.fn(**call.kwargs)
-                timings.append((call, time.perf_counter() - start))
+        timings: list[tuple[Call, float]] = []
+        self._numpy.run(self._execute, timings)
         return timings
+
+    def _execute(self, timings: list[tuple[Call, float]] | None = None) -> None:
+        """Call every kernel in order; with ``timings``, append each call's duration to it."""
+        if timings is None:
+            for call in self.calls:
+                call.run()
+            return
+        for call in self.calls:
+            start = time.perf_counter()
+            call.run()
+            timings.append((call, time.perf_counter() - start))
 
     def set_inputs(self, inputs: Sequence[np.ndarray]) -> None:
         """Check count, shapes and dtypes of ``inputs``, then copy them into the arena."""
@@ -128,7 +138,7 @@ class Program:
             if scratch.nbytes < least:
                 raise BundleError(what, f"a scratch of at least {least} bytes",
                                   f"{scratch.nbytes} bytes", hint)
-        return Call(node.op, kernel.fn, kwargs, node.source or "")
+        return Call(node.op, kernel.bind(kwargs), node.source or "")
 
     def _arg_value(self, arg: Any) -> Any:
         kind = arg.kind
@@ -149,14 +159,6 @@ _SCALARS: dict[int, Callable[[Any], Any]] = {
     ArgKind.BoolList: lambda a: tuple(bool(i) for i in a.ints),
     ArgKind.String: lambda a: a.str,
 }
-
-
-@contextlib.contextmanager
-def _kernel_numpy_config() -> Iterator[None]:
-    """numpy's ufunc buffer size for kernels; the caller's settings are restored on exit."""
-    with np.errstate():
-        np.setbufsize(UFUNC_BUFSIZE)
-        yield
 
 
 def _aligned_zeros(size: int) -> np.ndarray:

@@ -78,3 +78,16 @@ def test_arena_is_allocated_once(exported):
         program.run(*ex.inputs)
     assert [a.ctypes.data for a in program.arenas] == before
     assert all(a.ctypes.data % 64 == 0 for a in program.arenas)
+
+
+def test_caller_numpy_settings_are_untouched(exported):
+    """The kernels' numpy mode (errors ignored, small ufunc buffers) stays inside the program."""
+    ex = exported("transformer")
+    with np.errstate(all="raise"):
+        np.setbufsize(4096)
+        program = Program.load(ex.path)
+        program.run(*ex.inputs)
+        program.profile(*ex.inputs)
+        assert np.geterr()["over"] == "raise" and np.getbufsize() == 4096
+        with pytest.raises(FloatingPointError):
+            np.exp(np.float32(100))

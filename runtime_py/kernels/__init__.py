@@ -20,19 +20,59 @@ Contract (every kernel follows it; tests in tests/kernels check each one against
   im2col columns for as many output rows as fit beside its padded input, at least one row);
   ``budget=0`` gives the least it can work with, which the runtime checks at load.
 - ``Kernel.dtypes``: the output dtypes the kernel supports, checked at bundle load.
+- ``Kernel.prepare`` (optional): takes the same arguments as ``fn`` and returns a no-argument
+  closure doing the work, with views, scalars and geometry made once. The runtime prepares every
+  call at load (TFLite Micro's Prepare/Invoke split), so a run creates no Python objects beyond
+  numpy's own per-call iterator. It may look at shapes, strides and constants, never at the
+  values of other tensors. Such kernels are built with ``Kernel.prepared``.
+- numpy mode: kernels run with numpy's floating-point errors ignored (torch yields inf/nan
+  silently) and ufunc buffers of ``UFUNC_BUFSIZE`` elements. They do not set that themselves
+  (it costs an allocation per call): the runtime configures it once per program
+  (``configure_numpy`` in the program's own context), other callers use ``numpy_mode()``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import contextvars
+import functools
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
-# numpy (>= 2.3) allocates ufunc iterator buffers of ``bufsize`` elements per operand on every
-# broadcasting, strided or reducing call (~30 KB each at the default 8192) and frees them after:
-# a run-time allocation per call, and slower for the broadcasts kernels do. 512-1024 is fastest
-# on the example models (16 halves depthwise-conv speed) and keeps buffers ~6 KB. The runtime
-# sets it for the duration of each run (runtime_py/program.py), leaving the caller's numpy as is.
-UFUNC_BUFSIZE = 512
+import numpy as np
+
+Bound = Callable[[], None]  # a kernel call with its arguments bound
+
+# numpy (>= 2.3) allocates ufunc iterator buffers of up to ``bufsize`` elements per operand on
+# broadcasting, strided or reducing calls whose inner loop is shorter than ``bufsize`` (~30 KB
+# each at the default 8192), and splits longer loops into ``bufsize`` pieces. At 32 a broadcast
+# over rows of 32+ elements allocates only its ~1.1 KB iterator; kernels whose loops are long and
+# whose calls can afford the buffers (convolution) run with ``LONG_LOOP_BUFSIZE`` instead.
+UFUNC_BUFSIZE = 32
+LONG_LOOP_BUFSIZE = 512
+
+
+def configure_numpy() -> None:
+    """Set the numpy mode kernels run in, in the current context (see the module docstring)."""
+    np.seterr(all="ignore")
+    np.setbufsize(UFUNC_BUFSIZE)
+
+
+@contextlib.contextmanager
+def numpy_mode() -> Iterator[None]:
+    """Run the enclosed kernel calls in the kernels' numpy mode; the caller's is restored."""
+    with np.errstate():
+        configure_numpy()
+        yield
+
+
+def long_loops(run: Bound) -> Bound:
+    """``run`` in a numpy context of its own with ``LONG_LOOP_BUFSIZE`` buffers; switching to it
+    allocates nothing."""
+    context = contextvars.copy_context()
+    context.run(np.setbufsize, LONG_LOOP_BUFSIZE)
+    return functools.partial(context.run, run)
 
 
 @dataclass(frozen=True)
@@ -50,6 +90,22 @@ class Kernel:
     dtypes: frozenset[str]
     inplace: bool = False
     scratch: Callable[..., int] | None = None
+    prepare: Callable[..., Bound] | None = None
+
+    @classmethod
+    def prepared(cls, prepare: Callable[..., Bound], dtypes: frozenset[str],
+                 **options: Any) -> Kernel:
+        """A kernel written as ``prepare``; its ``fn`` prepares and runs in one go."""
+
+        @functools.wraps(prepare)
+        def fn(**args: Any) -> None:
+            prepare(**args)()
+
+        return cls(fn, dtypes, prepare=prepare, **options)
+
+    def bind(self, args: dict[str, Any]) -> Bound:
+        """The call on ``args`` (by argument name), ready to run with no arguments."""
+        return self.prepare(**args) if self.prepare else functools.partial(self.fn, **args)
 
 
 # Imported after Kernel: the kernel modules build their KERNELS dicts from it.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable, Sequence
 
@@ -18,15 +17,16 @@ BOOL = frozenset({"bool"})
 KernelFn = Callable[..., None]
 
 
-def quiet(fn: KernelFn) -> KernelFn:
-    """Run ``fn`` with numpy floating-point warnings off (torch yields inf/nan silently)."""
-
-    @functools.wraps(fn)
-    def wrapper(**kwargs: object) -> None:
-        with np.errstate(all="ignore"):
-            fn(**kwargs)
-
-    return wrapper
+def out_shaped(a: object, out: np.ndarray) -> object:
+    """``a`` viewed in ``out``'s shape if it is an array with as many elements that allows the
+    view without a copy (broadcasting to ``out``, it then differs by size-1 dims only); else
+    ``a`` itself."""
+    if isinstance(a, np.ndarray) and a.shape != out.shape and a.size == out.size:
+        try:
+            return a.reshape(out.shape, copy=False)
+        except ValueError:  # a strided layout the view cannot express
+            pass
+    return a
 
 
 def reduce_axes(dim: Sequence[int] | int | None) -> tuple[int, ...] | None:

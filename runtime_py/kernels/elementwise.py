@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from runtime_py.kernels import Kernel
+from runtime_py.kernels import Bound, Kernel
 from runtime_py.kernels._common import (
     ALL,
     BOOL,
@@ -22,7 +22,7 @@ from runtime_py.kernels._common import (
     KernelFn,
     Workspace,
     like_self,
-    quiet,
+    out_shaped,
     workspace_bytes,
 )
 
@@ -39,25 +39,41 @@ def _unary(ufunc: np.ufunc) -> KernelFn:
     return kernel
 
 
-def _binary(ufunc: np.ufunc) -> KernelFn:
-    """``fn(self, other, out)`` applying ``ufunc`` in the out dtype (Tensor/Scalar overloads)."""
+def _ufunc_into(ufunc: np.ufunc, a: ArrayOrScalar, b: ArrayOrScalar, out: np.ndarray) -> Bound:
+    """``ufunc(a, b)`` into ``out`` in its dtype; an operand with ``out``'s element count is
+    viewed in ``out``'s shape (it differs by size-1 dims only), so numpy takes its no-broadcast
+    path."""
+    a, b, dtype = out_shaped(a, out), out_shaped(b, out), out.dtype
 
-    def kernel(self: ArrayOrScalar, other: ArrayOrScalar, *, out: np.ndarray) -> None:
-        ufunc(self, other, out=out, dtype=out.dtype)
+    def run() -> None:
+        ufunc(a, b, out=out, dtype=dtype)
 
-    return kernel
+    return run
 
 
-def _binary_alpha(ufunc: np.ufunc) -> KernelFn:
-    """``fn(self, other, alpha, out)`` = ``ufunc(self, alpha * other)`` (add/sub)."""
+def _binary(ufunc: np.ufunc) -> Callable[..., Bound]:
+    """``prepare(self, other, out)`` applying ``ufunc`` in the out dtype (Tensor/Scalar)."""
 
-    def kernel(self: ArrayOrScalar, other: ArrayOrScalar, alpha: Scalar = 1, *,
-               out: np.ndarray) -> None:
-        if alpha != 1:  # rare: an other-sized temporary for the scaled operand
-            other = np.multiply(other, alpha, dtype=out.dtype)
-        ufunc(self, other, out=out, dtype=out.dtype)
+    def prepare(self: ArrayOrScalar, other: ArrayOrScalar, *, out: np.ndarray) -> Bound:
+        return _ufunc_into(ufunc, self, other, out)
 
-    return kernel
+    return prepare
+
+
+def _binary_alpha(ufunc: np.ufunc) -> Callable[..., Bound]:
+    """``prepare(self, other, alpha, out)`` = ``ufunc(self, alpha * other)`` (add/sub)."""
+
+    def prepare(self: ArrayOrScalar, other: ArrayOrScalar, alpha: Scalar = 1, *,
+                out: np.ndarray) -> Bound:
+        if alpha == 1:
+            return _ufunc_into(ufunc, self, other, out)
+
+        def run() -> None:  # rare: an other-sized temporary for the scaled operand
+            ufunc(self, np.multiply(other, alpha, dtype=out.dtype), out=out, dtype=out.dtype)
+
+        return run
+
+    return prepare
 
 
 def _logical(ufunc: np.ufunc) -> KernelFn:
@@ -69,7 +85,6 @@ def _logical(ufunc: np.ufunc) -> KernelFn:
     return kernel
 
 
-@quiet
 def div_mode(self: ArrayOrScalar, other: ArrayOrScalar, *, rounding_mode: str | None = None,
              out: np.ndarray) -> None:
     """``div`` with ``rounding_mode`` None (true division), "trunc" or "floor"."""
@@ -83,7 +98,6 @@ def div_mode(self: ArrayOrScalar, other: ArrayOrScalar, *, rounding_mode: str | 
             np.trunc(out, out=out)
 
 
-@quiet
 def pow_(self: ArrayOrScalar, exponent: ArrayOrScalar, *, out: np.ndarray) -> None:
     """self ** exponent (Tensor/Scalar base and exponent)."""
     np.power(self, exponent, out=out, dtype=out.dtype)
@@ -94,16 +108,14 @@ def logical_not(self: np.ndarray, *, out: np.ndarray) -> None:
 
 
 def rsqrt(self: np.ndarray, *, out: np.ndarray) -> None:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        np.sqrt(self, out=out, dtype=out.dtype)
-        np.divide(1, out, out=out)
+    np.sqrt(self, out=out, dtype=out.dtype)
+    np.divide(1, out, out=out)
 
 
 def sigmoid(self: np.ndarray, *, out: np.ndarray) -> None:
     """1 / (1 + exp(-x)); exp overflow to inf gives the correct 0."""
-    with np.errstate(over="ignore"):
-        np.negative(self, out=out, dtype=out.dtype)
-        np.exp(out, out=out)
+    np.negative(self, out=out, dtype=out.dtype)
+    np.exp(out, out=out)
     np.add(out, 1, out=out)
     np.divide(1, out, out=out)
 
@@ -268,9 +280,10 @@ def _where_scratch(condition: np.ndarray, self: ArrayOrScalar, other: ArrayOrSca
                             np.bool_))
 
 
-def _binary_keys(op: str, dtypes: frozenset[str], fn: KernelFn) -> dict[str, Kernel]:
+def _binary_keys(op: str, dtypes: frozenset[str],
+                 prepare: Callable[..., Bound]) -> dict[str, Kernel]:
     """The Tensor (``op.out``) and Scalar (``op.Scalar_out``) overloads share one kernel."""
-    return {f"aten::{op}.{overload}": Kernel(fn, dtypes, inplace=True)
+    return {f"aten::{op}.{overload}": Kernel.prepared(prepare, dtypes, inplace=True)
             for overload in ("out", "Scalar_out")}
 
 
@@ -283,21 +296,18 @@ def _inplace(fn: KernelFn, dtypes: frozenset[str],
 _COMPARISONS = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
                 "gt": np.greater, "ge": np.greater_equal}
 
-# Those that can overflow or meet a domain error run quiet (torch yields inf/nan silently);
-# comparisons, logical ops, maximum/minimum, tanh, neg and abs never warn.
-_FLOAT_UNARY = {"exp": quiet(_unary(np.exp)), "log": quiet(_unary(np.log)),
-                "sqrt": quiet(_unary(np.sqrt)), "reciprocal": quiet(_unary(np.reciprocal)),
-                "tanh": _unary(np.tanh)}
+_FLOAT_UNARY = {name: _unary(getattr(np, name)) for name in
+                ("exp", "log", "sqrt", "reciprocal", "tanh")}
 
 KERNELS: dict[str, Kernel] = {
     **_binary_keys("add", ALL, _binary_alpha(np.add)),
     **_binary_keys("sub", NUMERIC, _binary_alpha(np.subtract)),
-    **_binary_keys("mul", ALL, quiet(_binary(np.multiply))),
-    **_binary_keys("div", FLOAT, quiet(_binary(np.true_divide))),
+    **_binary_keys("mul", ALL, _binary(np.multiply)),
+    **_binary_keys("div", FLOAT, _binary(np.true_divide)),
     "aten::div.out_mode": _inplace(div_mode, NUMERIC),
     "aten::div.Scalar_mode_out": _inplace(div_mode, NUMERIC),
-    "aten::maximum.out": _inplace(_binary(np.maximum), ALL),
-    "aten::minimum.out": _inplace(_binary(np.minimum), ALL),
+    "aten::maximum.out": Kernel.prepared(_binary(np.maximum), ALL, inplace=True),
+    "aten::minimum.out": Kernel.prepared(_binary(np.minimum), ALL, inplace=True),
     **{f"aten::pow.{overload}": _inplace(pow_, NUMERIC)
        for overload in ("Tensor_Scalar_out", "Tensor_Tensor_out", "Scalar_out")},
     **{f"aten::{name}.{overload}": _inplace(_logical(ufunc), BOOL)

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from runtime_py import kernels
-from runtime_py.kernels import Kernel, linalg, nn
+from runtime_py.kernels import Bound, Kernel, linalg, nn
 from runtime_py.kernels._common import FLOAT, NUMERIC
 
 _PREFIX = "act_"
@@ -30,16 +30,22 @@ def _fused(base: Kernel, dtypes: frozenset[str],
     """``base`` into out, then ``KERNELS[activation]`` in place on out."""
     base_scratch = base.scratch is not None
 
-    def fn(*, activation: str, out: np.ndarray, scratch: np.ndarray | None = None,
-           **args: Any) -> None:
+    def prepare(*, activation: str, out: np.ndarray, scratch: np.ndarray | None = None,
+                **args: Any) -> Bound:
         act_args = _split(args)
         if base_scratch:
             args["scratch"] = scratch
-        base.fn(**args, out=out)
         act = kernels.KERNELS[activation]
         if act.scratch is not None:
             act_args["scratch"] = scratch
-        act.fn(self=out, out=out, **act_args)
+        first = base.bind({**args, "out": out})
+        then = act.bind({"self": out, "out": out, **act_args})
+
+        def run() -> None:
+            first()
+            then()
+
+        return run
 
     def scratch(*, activation: str, **args: Any) -> int:
         act_args = _split(args)
@@ -49,7 +55,7 @@ def _fused(base: Kernel, dtypes: frozenset[str],
         return max(base.scratch(**args) if base_scratch else 0,
                    act.scratch(self=placeholder, **act_args) if act.scratch else 0)
 
-    return Kernel(fn, dtypes, scratch=scratch)
+    return Kernel.prepared(prepare, dtypes, scratch=scratch)
 
 
 def _addmm_out_shape(mat1: np.ndarray, mat2: np.ndarray, **_: object) -> tuple[int, ...]:

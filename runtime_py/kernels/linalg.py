@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime_py.kernels import Kernel
+from runtime_py.kernels import Bound, Kernel
 from runtime_py.kernels._common import NUMERIC
 
 Scalar = int | float
@@ -16,17 +16,21 @@ def matmul(self: np.ndarray, mat2: np.ndarray, *, out: np.ndarray) -> None:
 
 
 def addmm(self: np.ndarray, mat1: np.ndarray, mat2: np.ndarray, *, beta: Scalar = 1,
-          alpha: Scalar = 1, out: np.ndarray) -> None:
+          alpha: Scalar = 1, out: np.ndarray) -> Bound:
     """beta * self + alpha * (mat1 @ mat2); ``self`` broadcasts and is ignored if beta == 0."""
-    np.matmul(mat1, mat2, out=out)
-    if alpha != 1:
-        np.multiply(out, alpha, out=out)
-    if beta != 0:
-        np.add(out, self if beta == 1 else np.multiply(self, beta), out=out)
+
+    def run() -> None:
+        np.matmul(mat1, mat2, out=out)
+        if alpha != 1:
+            np.multiply(out, alpha, out=out)
+        if beta != 0:
+            np.add(out, self if beta == 1 else np.multiply(self, beta), out=out)
+
+    return run
 
 
 KERNELS: dict[str, Kernel] = {
     "aten::mm.out": Kernel(matmul, NUMERIC),
     "aten::bmm.out": Kernel(matmul, NUMERIC),
-    "aten::addmm.out": Kernel(addmm, NUMERIC),
+    "aten::addmm.out": Kernel.prepared(addmm, NUMERIC),
 }

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from runtime_py.kernels import Kernel
+from runtime_py.kernels import Bound, Kernel, long_loops
 from runtime_py.kernels._common import FLOAT, NUMERIC, Workspace, expand_param, workspace_bytes
 
 IntList = Sequence[int] | int
@@ -73,21 +73,37 @@ def _padded_shape(shape: Sequence[int], pads: tuple[tuple[int, int], ...]) -> tu
     return (*shape[:-2], shape[-2] + top + bottom, shape[-1] + left + right)
 
 
-def _pad(x: np.ndarray, pads: tuple[tuple[int, int], ...] | None, value: float,
-         ws: Workspace) -> np.ndarray:
-    """``x`` copied into a workspace region padded by ``pads`` (only its border filled with
-    ``value``), or ``x`` itself if ``pads`` is None."""
+def _padding(x: np.ndarray, pads: tuple[tuple[int, int], ...] | None, value: float,
+             ws: Workspace) -> tuple[np.ndarray, Bound]:
+    """(a workspace region for ``x`` padded by ``pads``, the call filling it: border with
+    ``value``, interior with ``x``); ``x`` itself and a no-op if ``pads`` is None."""
     if pads is None:
-        return x
+        return x, _nothing
     (top, _), (left, _) = pads
     h, w = x.shape[-2:]
     buf = ws.take(_padded_shape(x.shape, pads), x.dtype)
-    buf[..., :top, :] = value
-    buf[..., top + h:, :] = value
-    buf[..., top:top + h, :left] = value
-    buf[..., top:top + h, left + w:] = value
-    buf[..., top:top + h, left:left + w] = x
-    return buf
+    border = (buf[..., :top, :], buf[..., top + h:, :], buf[..., top:top + h, :left],
+              buf[..., top:top + h, left + w:])
+    interior = buf[..., top:top + h, left:left + w]
+
+    def fill() -> None:
+        for region in border:
+            region.fill(value)
+        np.copyto(interior, x)
+
+    return buf, fill
+
+
+def _nothing() -> None:
+    """A call with nothing to do."""
+
+
+def _pad(x: np.ndarray, pads: tuple[tuple[int, int], ...] | None, value: float,
+         ws: Workspace) -> np.ndarray:
+    """``x`` padded into a workspace region now (see ``_padding``)."""
+    padded, fill = _padding(x, pads, value, ws)
+    fill()
+    return padded
 
 
 def _batched(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -102,8 +118,9 @@ class _ConvPlan:
     win: _Window
     out_shape: tuple[int, ...]  # of the 2-D problem
     pads: tuple[tuple[int, int], ...] | None  # input padding, if needed
-    padded: tuple[int, ...] | None  # padded-input region, if padding is needed
-    work: tuple[int, ...] | None  # im2col columns (for tile_rows output rows) or depthwise products
+    padded: tuple[int, ...] | None  # padded input, if needed; depthwise: its phase planes
+    work: tuple[int, ...] | None  # im2col columns (for tile_rows output rows); depthwise:
+    # accumulator and product rows
     depthwise: bool
     tile_rows: int  # output rows per im2col matmul (all of them unless a budget forced tiles)
 
@@ -136,7 +153,7 @@ def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: IntLi
     padded = None if pads is None else _padded_shape(x_shape, pads)
     tile = out_hw[0]
     if depthwise:
-        work = None if kh * kw == 1 else out_shape
+        padded, work = _phase_planes(n, c, (kh, kw), stride, dilation, out_hw)
     elif (kh, kw) == (1, 1) and pads is None and stride == (1, 1):
         work = None
     else:
@@ -146,6 +163,17 @@ def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: IntLi
             tile = max(1, min(out_hw[0], room // row))
         work = (n, c, kh, kw, tile, out_hw[1])
     return _ConvPlan(win, out_shape, pads, padded, work, depthwise, tile)
+
+
+def _phase_planes(n: int, c: int, kernel: tuple[int, int], stride: tuple[int, ...],
+                  dilation: tuple[int, ...], out_hw: tuple[int, ...]
+                  ) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Depthwise workspace: stride_h * stride_w phase planes of the padded input, each with
+    every tap's window at a fixed offset plus a spare row (so each tap is one contiguous run of
+    plane rows), and two (n, c, out rows x plane width) accumulation buffers."""
+    (kh, kw), (sh, sw), (dh, dw), (ho, wo) = kernel, stride, dilation, out_hw
+    hq, wq = ho + dh * (kh - 1) // sh + 1, wo + dw * (kw - 1) // sw
+    return (sh * sw, n, c, hq, wq), (2, n, c, ho * wq)
 
 
 def conv_out_shape(input: np.ndarray, weight: np.ndarray, stride: IntList, padding: IntList,
@@ -162,41 +190,86 @@ def _conv_scratch(input: np.ndarray, weight: np.ndarray, stride: IntList, paddin
                       budget).nbytes
 
 
-def _depthwise(x: np.ndarray, weight: np.ndarray, win: _Window, prod: np.ndarray | None,
-               out: np.ndarray) -> None:
-    """groups == C_in == C_out: per-tap multiply-accumulate into out via ``prod``."""
-    taps = weight.reshape(weight.shape[0], -1, 1, 1)
-    for t, (_, _, tap) in enumerate(win.taps(x)):
-        if t == 0:
-            np.multiply(tap, taps[:, 0], out=out)
-        else:
-            np.multiply(tap, taps[:, t], out=prod)
-            np.add(out, prod, out=out)
+def _depthwise(x: np.ndarray, weight: np.ndarray, plan: _ConvPlan, ws: Workspace,
+               out: np.ndarray) -> Bound:
+    """groups == C_in == C_out: per-tap multiply-accumulate over phase planes of the padded
+    input (``_phase_planes``). Every tap is one contiguous run per channel, so numpy's loops
+    run the length of the image, not of a row; the few extra columns per row are dropped."""
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = (plan.win.kernel, plan.win.stride,
+                                              plan.win.padding, plan.win.dilation)
+    (ho, wo), (_, n, c, hq, wq) = plan.win.out_hw, plan.padded
+    planes = ws.take(plan.padded, x.dtype)
+    acc, prod = ws.take(plan.work, out.dtype)
+    fills = [_phase_fill(x, planes[p * sw + q], (p - ph, q - pw), (sh, sw))
+             for p in range(sh) for q in range(sw)]
+    flat = planes.reshape(sh * sw, n, c, hq * wq)
+    w = weight.reshape(c, kh * kw, 1)
+    taps = []
+    for t, (r, q) in enumerate((i * dh, j * dw) for i in range(kh) for j in range(kw)):
+        start = r // sh * wq + q // sw
+        taps.append((flat[r % sh * sw + q % sw, ..., start:start + ho * wq], w[:, t]))
+    (first, w0), rest = taps[0], taps[1:]
+    valid = acc.reshape(n, c, ho, wq)[..., :wo]
+
+    def run() -> None:
+        planes.fill(0)
+        for dst, src in fills:
+            np.copyto(dst, src)
+        np.multiply(first, w0, out=acc)
+        for tap, wt in rest:
+            np.multiply(tap, wt, out=prod)
+            np.add(acc, prod, out=acc)
+        np.copyto(out, valid)
+
+    return run
+
+
+def _phase_fill(x: np.ndarray, plane: np.ndarray, origin: tuple[int, int],
+                stride: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """(region of ``plane``, view of ``x``) to copy so that plane[a, b] = x[a * sh + origin_h,
+    b * sw + origin_w] wherever that is inside ``x`` (the rest stays zero padding)."""
+    dst: list[slice] = []
+    src: list[slice] = []
+    for size, limit, o, s in zip(x.shape[-2:], plane.shape[-2:], origin, stride, strict=True):
+        first = max(0, -(o // s))  # first plane index reading x at >= 0
+        end = min(limit, (size - o + s - 1) // s)  # one past the last reading x at < size
+        if end <= first:  # the plane holds padding only
+            return plane[..., :0, :0], x[..., :0, :0]
+        dst.append(slice(first, end))
+        src.append(slice(first * s + o, (end - 1) * s + o + 1, s))
+    return plane[(..., *dst)], x[(..., *src)]
 
 
 def _grouped(x: np.ndarray, weight: np.ndarray, groups: int, win: _Window,
-             work: np.ndarray | None, out: np.ndarray) -> None:
+             work: np.ndarray | None, out: np.ndarray) -> Bound:
     """One (batched) BLAS matmul per group and row tile over the column buffer, into out."""
     n, o = out.shape[:2]
     w = weight.reshape(groups, o // groups, -1)
     if work is None:  # 1x1, stride 1, unpadded: the input is the column matrix
-        np.matmul(w, x.reshape(n, groups, -1, out.shape[2] * out.shape[3]),
-                  out=out.reshape((n, groups, o // groups, -1), copy=False))
-        return
+        cols = x.reshape(n, groups, -1, out.shape[2] * out.shape[3])
+        dst = out.reshape((n, groups, o // groups, -1), copy=False)
+        return functools.partial(np.matmul, w, cols, out=dst)
     columns, tile = win.columns(x), work.shape[-2]
+    tiles = []
     for r0 in range(0, out.shape[2], tile):
         rows = min(tile, out.shape[2] - r0)
         cols = work[..., :rows, :]
-        np.copyto(cols, columns[..., r0:r0 + rows, :])
-        np.matmul(w, cols.reshape(n, groups, -1, rows * out.shape[3]),
-                  out=out[:, :, r0:r0 + rows].reshape((n, groups, o // groups, -1),
-                                                       copy=False))
+        tiles.append((cols, columns[..., r0:r0 + rows, :],
+                      cols.reshape(n, groups, -1, rows * out.shape[3]),
+                      out[:, :, r0:r0 + rows].reshape((n, groups, o // groups, -1), copy=False)))
+
+    def run() -> None:
+        for cols, src, cols2d, dst in tiles:
+            np.copyto(cols, src)
+            np.matmul(w, cols2d, out=dst)
+
+    return run
 
 
 def convolution(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
                 stride: IntList, padding: IntList, dilation: IntList, transposed: bool,
                 output_padding: IntList, groups: int, *, out: np.ndarray,
-                scratch: np.ndarray | None = None) -> None:
+                scratch: np.ndarray | None = None) -> Bound:
     """1-D/2-D convolution (cross-correlation), any groups; depthwise has its own path."""
     del output_padding  # only meaningful for transposed convolution
     if transposed or weight.ndim not in (3, 4):
@@ -208,14 +281,25 @@ def convolution(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
     if weight.ndim == 3:  # conv1d as conv2d over a height-1 image
         input, weight, out = input[:, :, None], weight[:, :, None], out[:, :, None]
     ws = Workspace(scratch)
-    x = _pad(input, plan.pads, 0, ws)
-    work = ws.take(plan.work, out.dtype) if plan.work else None
     if plan.depthwise:
-        _depthwise(x, weight, plan.win, work, out)
+        compute = _depthwise(input, weight, plan, ws, out)
     else:
-        _grouped(x, weight, groups, plan.win, work, out)
+        x, pad = _padding(input, plan.pads, 0, ws)
+        work = ws.take(plan.work, out.dtype) if plan.work else None
+        compute = _then(pad, _grouped(x, weight, groups, plan.win, work, out))
     if bias is not None:
-        np.add(out, bias[:, None, None], out=out)
+        compute = _then(compute, functools.partial(np.add, out, bias.reshape(-1, 1, 1), out=out))
+    return long_loops(compute)
+
+
+def _then(first: Bound, second: Bound) -> Bound:
+    """``first``, then ``second``."""
+
+    def run() -> None:
+        first()
+        second()
+
+    return run
 
 
 def _first_valid(starts: np.ndarray, dilation: int) -> np.ndarray:
@@ -347,48 +431,62 @@ def batch_norm_no_training(input: np.ndarray, weight: np.ndarray | None,
 
 def native_layer_norm(input: np.ndarray, normalized_shape: Sequence[int],
                       weight: np.ndarray | None, bias: np.ndarray | None, eps: float, *,
-                      out0: np.ndarray, out1: np.ndarray, out2: np.ndarray) -> None:
+                      out0: np.ndarray, out1: np.ndarray, out2: np.ndarray) -> Bound:
     """Normalise over the trailing ``normalized_shape`` dims; out1 = mean, out2 = rstd.
 
-    out1/out2 have the input's leading dims and size-1 normalised dims (keepdims shape).
-    The variance is a row-wise dot of the centred values (in out0), so no temporaries.
+    out1/out2 have the input's leading dims and size-1 normalised dims (keepdims shape). The
+    input is copied into out0 and normalised there as 2-D rows (the out args are contiguous),
+    the variance as a row-wise dot of the centred values: no temporaries.
     """
-    k, n = len(normalized_shape), math.prod(normalized_shape)
-    np.add.reduce(input, axis=tuple(range(input.ndim - k, input.ndim)), keepdims=True, out=out1)
-    np.divide(out1, n, out=out1)
-    np.subtract(input, out1, out=out0)
-    rows = out0.reshape((-1, n), copy=False)
-    rstd = out2.reshape(-1, copy=False)
-    np.einsum("ij,ij->i", rows, rows, out=rstd)
-    np.divide(rstd, n, out=rstd)
-    np.add(rstd, eps, out=rstd)
-    np.sqrt(rstd, out=rstd)
-    np.reciprocal(rstd, out=rstd)
-    np.multiply(out0, out2, out=out0)
-    if weight is not None:
-        np.multiply(out0, weight, out=out0)
-    if bias is not None:
-        np.add(out0, bias, out=out0)
+    n = math.prod(normalized_shape)
+    rows, mean, rstd = (a.reshape(-1, m) for a, m in ((out0, n), (out1, 1), (out2, 1)))
+    var = out2.reshape(-1)
+    weight, bias = (None if a is None else a.reshape(n) for a in (weight, bias))
+    size, eps = np.float32(n), np.float32(eps)
+
+    def run() -> None:
+        np.copyto(out0, input)
+        np.add.reduce(rows, axis=1, keepdims=True, out=mean)
+        np.divide(mean, size, out=mean)
+        np.subtract(rows, mean, out=rows)
+        np.vecdot(rows, rows, out=var)
+        np.divide(var, size, out=var)
+        np.add(var, eps, out=var)
+        np.sqrt(var, out=var)
+        np.reciprocal(var, out=var)
+        np.multiply(rows, rstd, out=rows)
+        if weight is not None:
+            np.multiply(rows, weight, out=rows)
+        if bias is not None:
+            np.add(rows, bias, out=rows)
+
+    return run
 
 
 def embedding(weight: np.ndarray, indices: np.ndarray, padding_idx: int = -1,
               scale_grad_by_freq: bool = False, sparse: bool = False, *,
-              out: np.ndarray) -> None:
+              out: np.ndarray) -> Bound:
     """out = weight[indices] (padding_idx/scale_grad_by_freq/sparse only affect gradients)."""
     del padding_idx, scale_grad_by_freq, sparse
-    if indices.size and (indices.min() < 0 or indices.max() >= weight.shape[0]):
-        raise IndexError(f"embedding index out of range [0, {weight.shape[0]})")
-    np.take(weight, indices, axis=0, out=out, mode="clip")  # "raise" would buffer the output
+    rows = weight.shape[0]
+
+    def run() -> None:
+        if indices.size and not (np.minimum.reduce(indices, axis=None) >= 0
+                                 and np.maximum.reduce(indices, axis=None) < rows):
+            raise IndexError(f"embedding index out of range [0, {rows})")
+        np.take(weight, indices, axis=0, out=out, mode="clip")  # "raise" buffers the output
+
+    return run
 
 
 KERNELS: dict[str, Kernel] = {
-    "aten::convolution.out": Kernel(convolution, FLOAT, scratch=_conv_scratch),
+    "aten::convolution.out": Kernel.prepared(convolution, FLOAT, scratch=_conv_scratch),
     "aten::max_pool2d_with_indices.out": Kernel(max_pool2d_with_indices, FLOAT,
                                                 scratch=_pool_scratch),
     "nee::max_pool2d.out": Kernel(max_pool2d, FLOAT,
                                   scratch=functools.partial(_pool_scratch, masks=False)),
     "aten::avg_pool2d.out": Kernel(avg_pool2d, FLOAT, scratch=_avg_pool_scratch),
     "aten::_native_batch_norm_legit_no_training.out": Kernel(batch_norm_no_training, FLOAT),
-    "aten::native_layer_norm.out": Kernel(native_layer_norm, FLOAT),
-    "aten::embedding.out": Kernel(embedding, NUMERIC),
+    "aten::native_layer_norm.out": Kernel.prepared(native_layer_norm, FLOAT),
+    "aten::embedding.out": Kernel.prepared(embedding, NUMERIC),
 }

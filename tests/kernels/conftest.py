@@ -9,11 +9,20 @@ import pytest
 import torch
 from model_ops import example_kernel_names
 
+from runtime_py.kernels import numpy_mode
+
 
 @pytest.fixture(autouse=True)
 def _seed() -> Iterator[None]:
     torch.manual_seed(0)
     yield
+
+
+@pytest.fixture(autouse=True)
+def _numpy_mode() -> Iterator[None]:
+    """Kernels are called in the numpy mode the runtime runs them in."""
+    with numpy_mode():
+        yield
 
 
 @pytest.fixture(scope="session")

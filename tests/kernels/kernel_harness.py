@@ -5,10 +5,12 @@ from __future__ import annotations
 import tracemalloc
 from collections.abc import Sequence
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import torch
 
+from runtime_py import kernels
 from runtime_py.kernels import KERNELS, Kernel
 from toolchain.export.capture import numpy_dtype
 from toolchain.export.out_variant import canonical_name, find_out_variant, out_arg_names
@@ -100,18 +102,21 @@ def _contiguous(args: dict[str, Any]) -> bool:
 
 def run_kernel(kernel: Kernel, args: dict[str, Any], outs: dict[str, np.ndarray],
                scratch: bool) -> None:
-    """Call ``kernel``; with ``scratch``, pass a planned scratch and (for contiguous inputs)
-    assert the call allocates nothing output-sized. (numpy's ufunc iterator buffers, up to
-    ``np.getbufsize()`` elements per operand, are shrunk so they cannot hide a temporary.)"""
+    """Call ``kernel``; with ``scratch``, bind it to a planned scratch as the runtime does and
+    (for contiguous inputs) assert the bound call allocates nothing output-sized. (numpy's ufunc
+    iterator buffers, up to the buffer size in elements per operand, are shrunk so they cannot
+    hide a temporary.)"""
     if not scratch:
         kernel.fn(**args, **outs)
         return
     extra = planned_scratch(kernel, args)
+    with mock.patch.object(kernels, "LONG_LOOP_BUFSIZE", 64):
+        call = kernel.bind({**args, **outs, **extra})
     with np.errstate():
         np.setbufsize(64)
         tracemalloc.start()
         try:
-            kernel.fn(**args, **outs, **extra)
+            call()
             peak = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime_py.kernels import KERNELS
+from runtime_py.kernels import KERNELS, numpy_mode
 from toolchain.ir import Graph, Node, Ref, node_inputs
 
 
@@ -39,7 +39,8 @@ def _evaluate(graph: Graph, node: Node) -> None:
     outs = {k: np.empty(graph.tensors[o].shape, graph.tensors[o].dtype)
             for k, o in zip(node.out_names, node.outputs, strict=True)}
     args = {k: _value(graph, v) for k, v in node.args.items() if k not in node.out_names}
-    KERNELS[node.op].fn(**args, **outs)
+    with numpy_mode():
+        KERNELS[node.op].fn(**args, **outs)
     for name, value in zip(node.outputs, outs.values(), strict=True):
         t = graph.tensors[name]
         t.kind, t.data = "const", value
