@@ -3,14 +3,16 @@
 Spatial ops share :class:`_Window`, which iterates kernel taps as strided views of the input
 padded into the planned scratch (``_pad``). Convolution is one BLAS matmul over an im2col column
 buffer (built with one strided copy into scratch; 1x1 convs read the input directly), except
-depthwise convolution, which accumulates per-tap products.
+depthwise convolution, which accumulates per-tap products over stride phase planes of the input
+(``_phase_planes``), so that each tap is one long contiguous run. Convolution, layer norm and
+embedding are prepared at load (``Kernel.prepared``): views and geometry are made once.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -153,7 +155,8 @@ def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: IntLi
     padded = None if pads is None else _padded_shape(x_shape, pads)
     tile = out_hw[0]
     if depthwise:
-        padded, work = _phase_planes(n, c, (kh, kw), stride, dilation, out_hw)
+        padded, run = _phase_planes((n, c), win)
+        work = (2, *run)
     elif (kh, kw) == (1, 1) and pads is None and stride == (1, 1):
         work = None
     else:
@@ -165,15 +168,43 @@ def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: IntLi
     return _ConvPlan(win, out_shape, pads, padded, work, depthwise, tile)
 
 
-def _phase_planes(n: int, c: int, kernel: tuple[int, int], stride: tuple[int, ...],
-                  dilation: tuple[int, ...], out_hw: tuple[int, ...]
-                  ) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """Depthwise workspace: stride_h * stride_w phase planes of the padded input, each with
-    every tap's window at a fixed offset plus a spare row (so each tap is one contiguous run of
-    plane rows), and two (n, c, out rows x plane width) accumulation buffers."""
-    (kh, kw), (sh, sw), (dh, dw), (ho, wo) = kernel, stride, dilation, out_hw
+def _phase_planes(lead: Sequence[int], win: _Window) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Shapes of (the stride_h * stride_w phase planes of a padded input, one tap's run).
+
+    Plane (p, q) holds padded[..., a * stride_h + p, b * stride_w + q]. Every tap then reads one
+    plane at a fixed offset, and with a spare row per plane its window over all output rows is
+    one contiguous run of out_h x plane-width elements (a few columns per row past the output
+    width are computed and dropped). ``lead``: the (n, c) dims."""
+    (kh, kw), (sh, sw), (dh, dw), (ho, wo) = win.kernel, win.stride, win.dilation, win.out_hw
     hq, wq = ho + dh * (kh - 1) // sh + 1, wo + dw * (kw - 1) // sw
-    return (sh * sw, n, c, hq, wq), (2, n, c, ho * wq)
+    return (sh * sw, *lead, hq, wq), (*lead, ho * wq)
+
+
+def _phase_taps(x: np.ndarray, win: _Window, value: float, ws: Workspace
+                ) -> tuple[list[np.ndarray], Bound, Callable[[np.ndarray], np.ndarray]]:
+    """(each tap's run over the phase planes of ``x`` padded with ``value``, the call filling
+    the planes, a function from a run-shaped array to its output-shaped view)."""
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = win.kernel, win.stride, win.padding, win.dilation
+    shape, run_shape = _phase_planes(x.shape[:-2], win)
+    planes = ws.take(shape, x.dtype)
+    hq, wq = shape[-2:]
+    fills = [_phase_fill(x, planes[p * sw + q], (p - ph, q - pw), (sh, sw))
+             for p in range(sh) for q in range(sw)]
+    flat = planes.reshape(*shape[:-2], hq * wq)
+    taps = []
+    for r, q in ((i * dh, j * dw) for i in range(kh) for j in range(kw)):
+        start = r // sh * wq + q // sw
+        taps.append(flat[r % sh * sw + q % sw, ..., start:start + run_shape[-1]])
+
+    def fill() -> None:
+        planes.fill(value)
+        for dst, src in fills:
+            np.copyto(dst, src)
+
+    def valid(run: np.ndarray) -> np.ndarray:
+        return run.reshape(*run_shape[:-1], win.out_hw[0], wq)[..., :win.out_hw[1]]
+
+    return taps, fill, valid
 
 
 def conv_out_shape(input: np.ndarray, weight: np.ndarray, stride: IntList, padding: IntList,
@@ -192,34 +223,21 @@ def _conv_scratch(input: np.ndarray, weight: np.ndarray, stride: IntList, paddin
 
 def _depthwise(x: np.ndarray, weight: np.ndarray, plan: _ConvPlan, ws: Workspace,
                out: np.ndarray) -> Bound:
-    """groups == C_in == C_out: per-tap multiply-accumulate over phase planes of the padded
-    input (``_phase_planes``). Every tap is one contiguous run per channel, so numpy's loops
-    run the length of the image, not of a row; the few extra columns per row are dropped."""
-    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = (plan.win.kernel, plan.win.stride,
-                                              plan.win.padding, plan.win.dilation)
-    (ho, wo), (_, n, c, hq, wq) = plan.win.out_hw, plan.padded
-    planes = ws.take(plan.padded, x.dtype)
+    """groups == C_in == C_out: per-tap multiply-accumulate over the input's phase planes
+    (``_phase_taps``), so numpy's loops run the length of the image, not of a row."""
+    taps, fill, valid = _phase_taps(x, plan.win, 0, ws)
     acc, prod = ws.take(plan.work, out.dtype)
-    fills = [_phase_fill(x, planes[p * sw + q], (p - ph, q - pw), (sh, sw))
-             for p in range(sh) for q in range(sw)]
-    flat = planes.reshape(sh * sw, n, c, hq * wq)
-    w = weight.reshape(c, kh * kw, 1)
-    taps = []
-    for t, (r, q) in enumerate((i * dh, j * dw) for i in range(kh) for j in range(kw)):
-        start = r // sh * wq + q // sw
-        taps.append((flat[r % sh * sw + q % sw, ..., start:start + ho * wq], w[:, t]))
-    (first, w0), rest = taps[0], taps[1:]
-    valid = acc.reshape(n, c, ho, wq)[..., :wo]
+    w = weight.reshape(weight.shape[0], -1, 1)
+    (first, w0), *rest = ((tap, w[:, t]) for t, tap in enumerate(taps))
+    result = valid(acc)
 
     def run() -> None:
-        planes.fill(0)
-        for dst, src in fills:
-            np.copyto(dst, src)
+        fill()
         np.multiply(first, w0, out=acc)
         for tap, wt in rest:
             np.multiply(tap, wt, out=prod)
             np.add(acc, prod, out=acc)
-        np.copyto(out, valid)
+        np.copyto(out, result)
 
     return run
 
@@ -334,15 +352,30 @@ def max_pool2d_with_indices(self: np.ndarray, kernel_size: IntList, stride: IntL
 
 def max_pool2d(self: np.ndarray, kernel_size: IntList, stride: IntList = (),
                padding: IntList = (0, 0), dilation: IntList = (1, 1), ceil_mode: bool = False,
-               *, out: np.ndarray, scratch: np.ndarray | None = None) -> None:
-    """Max over windows without indices (NaN propagates, as in torch): one np.maximum per tap."""
+               *, out: np.ndarray, scratch: np.ndarray | None = None) -> Bound:
+    """Max over windows without indices (NaN propagates, as in torch): one np.maximum per tap
+    over the input's phase planes padded with -inf."""
     del ceil_mode  # the output size (from out.shape) already reflects it
     x, out = _batched(self, out)
     win = _Window.of(kernel_size, stride, padding, dilation, out.shape[2:])
-    taps = win.taps(_pad(x, win.pads(x.shape[2:]), -np.inf, Workspace(scratch)))
-    np.copyto(out, next(taps)[2])
-    for _, _, tap in taps:
-        np.maximum(out, tap, out=out)
+    return _pool_taps(x, win, -np.inf, np.maximum, Workspace(scratch), out)
+
+
+def _pool_taps(x: np.ndarray, win: _Window, pad: float, combine: np.ufunc, ws: Workspace,
+               out: np.ndarray) -> Bound:
+    """out = ``combine`` of every tap of ``win`` over ``x`` padded with ``pad``."""
+    (first, *rest), fill, valid = _phase_taps(x, win, pad, ws)
+    acc = ws.take(first.shape, out.dtype)
+    result = valid(acc)
+
+    def run() -> None:
+        fill()
+        np.copyto(acc, first)
+        for tap in rest:
+            combine(acc, tap, out=acc)
+        np.copyto(out, result)
+
+    return long_loops(run)
 
 
 def _pool_window(self: np.ndarray, kernel_size: IntList, stride: IntList, padding: IntList,
@@ -359,15 +392,23 @@ def _pool_window(self: np.ndarray, kernel_size: IntList, stride: IntList, paddin
 
 def _pool_scratch(self: np.ndarray, kernel_size: IntList, stride: IntList = (),
                   padding: IntList = (0, 0), dilation: IntList = (1, 1), ceil_mode: bool = False,
-                  *, masks: bool = True, **_: object) -> int:
-    """Padded input, plus (max pool) two bool masks and a tap-index plane."""
+                  **_: object) -> int:
+    """max_pool2d_with_indices: padded input, two bool masks and a tap-index plane."""
     win = _pool_window(self, kernel_size, stride, padding, dilation, ceil_mode)
     pads = win.pads(self.shape[-2:])
     out_shape = (*self.shape[:-2], *win.out_hw)
     regions = [(_padded_shape(self.shape, pads), "float32")] if pads else []
-    if masks:
-        regions += [(out_shape, "bool"), (out_shape, "bool"), (win.out_hw, "int64")]
+    regions += [(out_shape, "bool"), (out_shape, "bool"), (win.out_hw, "int64")]
     return workspace_bytes(*regions)
+
+
+def _phase_scratch(self: np.ndarray, kernel_size: IntList, stride: IntList = (),
+                   padding: IntList = (0, 0), dilation: IntList = (1, 1),
+                   ceil_mode: bool = False, **_: object) -> int:
+    """max_pool2d/avg_pool2d: the phase planes and an accumulator run."""
+    win = _pool_window(self, kernel_size, stride, padding, dilation, ceil_mode)
+    planes, run = _phase_planes(self.shape[:-2], win)
+    return workspace_bytes((planes, "float32"), (run, "float32"))
 
 
 def _pool_counts(win: _Window, axis: int, size: int, count_include_pad: bool) -> np.ndarray:
@@ -382,27 +423,24 @@ def _pool_counts(win: _Window, axis: int, size: int, count_include_pad: bool) ->
 def avg_pool2d(self: np.ndarray, kernel_size: IntList, stride: IntList = (),
                padding: IntList = (0, 0), ceil_mode: bool = False, count_include_pad: bool = True,
                divisor_override: int | None = None, *, out: np.ndarray,
-               scratch: np.ndarray | None = None) -> None:
-    """Window sums (accumulated tap by tap into out) divided per torch's divisor rules."""
+               scratch: np.ndarray | None = None) -> Bound:
+    """Window sums (tap by tap over zero-padded phase planes) divided per torch's rules."""
     del ceil_mode  # reflected in out.shape
     x, out = _batched(self, out)
     win = _Window.of(kernel_size, stride, padding, 1, out.shape[2:])
-    for i, j, tap in win.taps(_pad(x, win.pads(x.shape[2:]), 0, Workspace(scratch))):
-        if i == j == 0:
-            np.copyto(out, tap)
-        else:
-            np.add(out, tap, out=out)
+    sums = _pool_taps(x, win, 0, np.add, Workspace(scratch), out)
     if divisor_override:
-        np.divide(out, divisor_override, out=out)
+        divisor = np.float32(divisor_override)
     else:
         counts = [_pool_counts(win, axis, x.shape[2 + axis], count_include_pad) for axis in (0, 1)]
-        np.divide(out, np.outer(*counts), out=out)
+        divisor = np.outer(*counts).astype(np.float32)
+    return _then(sums, functools.partial(np.divide, out, divisor, out=out))
 
 
 def _avg_pool_scratch(self: np.ndarray, kernel_size: IntList, stride: IntList = (),
                       padding: IntList = (0, 0), ceil_mode: bool = False,
                       **_: object) -> int:
-    return _pool_scratch(self, kernel_size, stride, padding, 1, ceil_mode, masks=False)
+    return _phase_scratch(self, kernel_size, stride, padding, 1, ceil_mode)
 
 
 def _channel_shape(ndim: int) -> tuple[int, ...]:
@@ -483,9 +521,8 @@ KERNELS: dict[str, Kernel] = {
     "aten::convolution.out": Kernel.prepared(convolution, FLOAT, scratch=_conv_scratch),
     "aten::max_pool2d_with_indices.out": Kernel(max_pool2d_with_indices, FLOAT,
                                                 scratch=_pool_scratch),
-    "nee::max_pool2d.out": Kernel(max_pool2d, FLOAT,
-                                  scratch=functools.partial(_pool_scratch, masks=False)),
-    "aten::avg_pool2d.out": Kernel(avg_pool2d, FLOAT, scratch=_avg_pool_scratch),
+    "nee::max_pool2d.out": Kernel.prepared(max_pool2d, FLOAT, scratch=_phase_scratch),
+    "aten::avg_pool2d.out": Kernel.prepared(avg_pool2d, FLOAT, scratch=_avg_pool_scratch),
     "aten::_native_batch_norm_legit_no_training.out": Kernel(batch_norm_no_training, FLOAT),
     "aten::native_layer_norm.out": Kernel.prepared(native_layer_norm, FLOAT),
     "aten::embedding.out": Kernel.prepared(embedding, NUMERIC),
