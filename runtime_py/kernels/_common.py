@@ -43,12 +43,12 @@ def expand_param(value: Sequence[int] | int, n: int) -> tuple[int, ...]:
     return vals * n if len(vals) == 1 else vals
 
 
-_ALIGN = 64  # bytes; every workspace region starts on a cache line
+WORKSPACE_ALIGN = 64  # bytes; every workspace region starts on a cache line
 
 
 def workspace_bytes(*regions: tuple[Sequence[int], str | np.dtype]) -> int:
     """Scratch bytes for ``Workspace.take`` of these (shape, dtype) regions."""
-    return sum(align(math.prod(shape) * np.dtype(dtype).itemsize, _ALIGN)
+    return sum(align(math.prod(shape) * np.dtype(dtype).itemsize, WORKSPACE_ALIGN)
                for shape, dtype in regions)
 
 
@@ -66,7 +66,7 @@ class Workspace:
         dtype = np.dtype(dtype)
         nbytes = math.prod(shape) * dtype.itemsize
         region = self._buf[self._offset:self._offset + nbytes]
-        self._offset += align(nbytes, _ALIGN)
+        self._offset += align(nbytes, WORKSPACE_ALIGN)
         return region.view(dtype).reshape(shape)
 
 

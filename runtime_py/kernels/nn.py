@@ -18,7 +18,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from runtime_py.kernels import Bound, Kernel, long_loops
-from runtime_py.kernels._common import FLOAT, NUMERIC, Workspace, expand_param, workspace_bytes
+from runtime_py.kernels._common import (
+    FLOAT,
+    NUMERIC,
+    WORKSPACE_ALIGN,
+    Workspace,
+    expand_param,
+    workspace_bytes,
+)
 
 IntList = Sequence[int] | int
 
@@ -124,7 +131,8 @@ class _ConvPlan:
     work: tuple[int, ...] | None  # im2col columns (for tile_rows output rows); depthwise:
     # accumulator and product rows
     depthwise: bool
-    tile_rows: int  # output rows per im2col matmul (all of them unless a budget forced tiles)
+    tile: int  # output rows per im2col matmul, or channels per depthwise block (all of them
+    # unless a budget forced tiles)
 
     @property
     def nbytes(self) -> int:
@@ -137,7 +145,8 @@ def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: IntLi
                budget: int | None = None) -> _ConvPlan:
     """The plan of a conv1d/conv2d call (conv1d as conv2d over a height-1 image); int-list args
     are tuples (hashable), as the runtime passes them. With a ``budget`` (scratch bytes), the
-    im2col columns cover as many output rows as fit (at least one) instead of all of them."""
+    im2col columns cover as many output rows as fit (at least one) instead of all of them, and
+    depthwise convolution works on as many channels at a time as fit (at least one)."""
     if len(w_shape) == 3:
         x_shape, w_shape = (*x_shape[:2], 1, x_shape[2]), (*w_shape[:2], 1, w_shape[2])
         stride, padding, dilation = ((first, *expand_param(v, 1)) for first, v in
@@ -155,7 +164,13 @@ def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: IntLi
     padded = None if pads is None else _padded_shape(x_shape, pads)
     tile = out_hw[0]
     if depthwise:
-        padded, run = _phase_planes((n, c), win)
+        if budget is not None:
+            planes, run = _phase_planes((n, 1), win)
+            per_channel = (math.prod(planes) + 2 * math.prod(run)) * 4
+            tile = max(1, min(c, (budget - 2 * WORKSPACE_ALIGN) // per_channel))
+        else:
+            tile = c
+        padded, run = _phase_planes((n, tile), win)
         work = (2, *run)
     elif (kh, kw) == (1, 1) and pads is None and stride == (1, 1):
         work = None
@@ -221,12 +236,21 @@ def _conv_scratch(input: np.ndarray, weight: np.ndarray, stride: IntList, paddin
                       budget).nbytes
 
 
-def _depthwise(x: np.ndarray, weight: np.ndarray, plan: _ConvPlan, ws: Workspace,
-               out: np.ndarray) -> Bound:
-    """groups == C_in == C_out: per-tap multiply-accumulate over the input's phase planes
-    (``_phase_taps``), so numpy's loops run the length of the image, not of a row."""
-    taps, fill, valid = _phase_taps(x, plan.win, 0, ws)
-    acc, prod = ws.take(plan.work, out.dtype)
+def _depthwise(x: np.ndarray, weight: np.ndarray, plan: _ConvPlan,
+               scratch: np.ndarray | None, out: np.ndarray) -> Bound:
+    """groups == C_in == C_out, in blocks of ``plan.tile`` channels that reuse one scratch."""
+    blocks = [_depthwise_block(x[:, c:c + plan.tile], weight[c:c + plan.tile], plan.win,
+                               Workspace(scratch), out[:, c:c + plan.tile])
+              for c in range(0, x.shape[1], plan.tile)]
+    return blocks[0] if len(blocks) == 1 else functools.reduce(_then, blocks)
+
+
+def _depthwise_block(x: np.ndarray, weight: np.ndarray, win: _Window, ws: Workspace,
+                     out: np.ndarray) -> Bound:
+    """Per-tap multiply-accumulate over the input's phase planes (``_phase_taps``), so numpy's
+    loops run the length of the image, not of a row."""
+    taps, fill, valid = _phase_taps(x, win, 0, ws)
+    acc, prod = ws.take((2, *taps[0].shape), out.dtype)
     w = weight.reshape(weight.shape[0], -1, 1)
     (first, w0), *rest = ((tap, w[:, t]) for t, tap in enumerate(taps))
     result = valid(acc)
@@ -298,10 +322,10 @@ def convolution(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
                           scratch.nbytes)
     if weight.ndim == 3:  # conv1d as conv2d over a height-1 image
         input, weight, out = input[:, :, None], weight[:, :, None], out[:, :, None]
-    ws = Workspace(scratch)
     if plan.depthwise:
-        compute = _depthwise(input, weight, plan, ws, out)
+        compute = _depthwise(input, weight, plan, scratch, out)
     else:
+        ws = Workspace(scratch)
         x, pad = _padding(input, plan.pads, 0, ws)
         work = ws.take(plan.work, out.dtype) if plan.work else None
         compute = _then(pad, _grouped(x, weight, groups, plan.win, work, out))
