@@ -73,7 +73,9 @@ class Program:
         return sum(a.nbytes for a in self.arenas)
 
     def run(self, *inputs: np.ndarray) -> list[np.ndarray]:
-        """Run once. Returns views of the output tensors, valid until the next run."""
+        """Run once. Returns views of the output tensors, valid until the next run.
+
+        One run at a time per program: it owns one arena (load one program per thread)."""
         self.set_inputs(inputs)
         self._run_all()
         return self._output_views
