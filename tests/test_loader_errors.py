@@ -13,7 +13,7 @@ from runtime_py import kernels
 from runtime_py.errors import BundleError, InputError, MissingKernelsError
 from runtime_py.loader import load_bundle
 from runtime_py.program import Program
-from toolchain.serialize.bundle import pack
+from toolchain.serialize.bundle import write_to
 
 
 @pytest.fixture
@@ -96,7 +96,13 @@ def _repack(path, tmp_path, name: str):
     blobs = [bytes(loaded.data[loaded.segment_base + s.offset:][:s.size])
              for s in loaded.bundle.segments]
     target = tmp_path / name
-    return loaded.bundle, lambda: target.write_bytes(pack(loaded.bundle, blobs)) and target
+
+    def write():
+        with target.open("wb") as file:
+            write_to(file, loaded.bundle, blobs)
+        return target
+
+    return loaded.bundle, write
 
 
 def test_repacking_unchanged_tables_keeps_a_valid_bundle(tmp_path, exported):

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import flatbuffers
 import numpy as np
@@ -33,30 +34,31 @@ from toolchain.ir import Graph, Ref, Tensor, refs
 
 
 def write_bundle(result: ExportResult, path: str | Path) -> int:
-    """Write ``result`` to ``path`` atomically (a temp file renamed into place); returns bytes."""
+    """Write ``result`` to ``path`` atomically (a temp file renamed into place); returns bytes.
+    Weights stream from the graph's arrays to the file without being copied in memory."""
     path = Path(path)
     if not path.parent.is_dir():
         raise ExportError(f"output {path}", "an existing directory", f"no {path.parent}",
                           "create the directory first")
-    data = serialize(result)
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
+    with tmp.open("wb") as file:
+        size = write_to(file, *_layout(result))
     tmp.replace(path)
-    return len(data)
+    return size
 
 
-def serialize(result: ExportResult) -> bytes:
-    """The whole .nee file as bytes."""
+def _layout(result: ExportResult) -> tuple[BundleT, list[memoryview]]:
+    """The bundle tables and the bytes of each constant segment (views of the weights)."""
     graph = result.graph
     names = _used_tensors(graph)
     index = {name: i for i, name in enumerate(names)}
     roots = [n for n in names if graph.tensors[n].kind == "const" and not graph.tensors[n].view_of]
     consts = {name: i for i, name in enumerate(roots)}  # const root -> segment index
-    blobs = [np.ascontiguousarray(graph.tensors[n].data).tobytes() for n in roots]
+    blobs = [memoryview(np.ascontiguousarray(graph.tensors[n].data)).cast("B") for n in roots]
     segments, offset = [], 0
     for blob in blobs:
-        segments.append(SegmentT(offset=offset, size=len(blob)))
-        offset = align(offset + len(blob))
+        segments.append(SegmentT(offset=offset, size=blob.nbytes))
+        offset = align(offset + blob.nbytes)
     bundle = BundleT(
         schemaVersion=SCHEMA_VERSION,
         producer=result.producer,
@@ -71,20 +73,21 @@ def serialize(result: ExportResult) -> bytes:
                  for op, dt in result.kernels],
         segments=segments,
     )
-    return pack(bundle, blobs)
+    return bundle, blobs
 
 
-def pack(bundle: BundleT, blobs: list[bytes]) -> bytes:
-    """Size-prefixed flatbuffer of ``bundle``, then each blob at its segment's aligned offset."""
+def write_to(file: BinaryIO, bundle: BundleT, blobs: Sequence[bytes | memoryview]) -> int:
+    """Write the size-prefixed flatbuffer of ``bundle``, then each blob at its segment's aligned
+    offset; returns the bytes written."""
     builder = flatbuffers.Builder(1 << 16)
     builder.FinishSizePrefixed(bundle.Pack(builder), FILE_IDENTIFIER)
-    head = bytes(builder.Output())
+    head = builder.Output()
     base = segment_base(len(head) - SIZE_PREFIX_BYTES)
-    out = bytearray(head.ljust(base, b"\0"))
+    written = file.write(head) + file.write(b"\0" * (base - len(head)))
     for seg, blob in zip(bundle.segments or [], blobs, strict=True):
-        out.extend(b"\0" * (base + seg.offset - len(out)))
-        out.extend(blob)
-    return bytes(out)
+        written += file.write(b"\0" * (base + seg.offset - written))
+        written += file.write(blob)
+    return written
 
 
 def _used_tensors(graph: Graph) -> list[str]:
