@@ -12,7 +12,6 @@ with --profile, the per-op breakdown of the slowest model. With --executorch (ne
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import statistics
@@ -60,15 +59,14 @@ def measure(models: list[str], runs: int, threads: int, peer: bool) -> list[dict
 
     from runtime_py.program import Program
     from toolchain.export import export
+    from toolchain.modules import load_file
     from toolchain.serialize.bundle import write_bundle
 
     torch.set_num_threads(threads)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in models:
-            spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / f"{name}.py")
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
+            module = load_file(ROOT / "examples" / f"{name}.py")
             model, inputs = module.Model().eval(), module.example_inputs()
             write_bundle(export(model, inputs, name=name), Path(tmp) / f"{name}.nee")
             program = Program.load(Path(tmp) / f"{name}.nee")

@@ -52,17 +52,14 @@ def row(name: str, requests: list[BufferRequest], best: int | None, time_limit: 
 
 def model_requests() -> dict[str, list[BufferRequest]]:
     """Buffer requests of every example model's exported graph (after all passes)."""
-    import importlib.util
-
     from toolchain.export.capture import export_program, to_graph
     from toolchain.memory_plan.lifetimes import buffer_requests
+    from toolchain.modules import load_file
     from toolchain.pipeline import run_passes
 
     found = {}
     for path in sorted((ROOT / "examples").glob("*.py")):
-        spec = importlib.util.spec_from_file_location(path.stem, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        module = load_file(path)
         graph = to_graph(export_program(module.Model(), module.example_inputs()))
         found[path.stem] = buffer_requests(run_passes(graph, verify_each=False))
     return found

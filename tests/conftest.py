@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+from toolchain.modules import load_file
 
 # torch's OpenMP pool and numpy's BLAS pool contend on small machines: one torch thread.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -32,10 +33,7 @@ class Exported:
 
 def load_example(name: str):
     """Import examples/<name>.py as a module."""
-    spec = importlib.util.spec_from_file_location(f"examples_{name}", EXAMPLES / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file(EXAMPLES / f"{name}.py")
 
 
 @pytest.fixture(scope="session")

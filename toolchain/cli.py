@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import importlib.util
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +13,7 @@ from runtime_py.errors import NeeError
 from runtime_py.loader import load_bundle
 from toolchain.errors import ExportError
 from toolchain.inspect import describe, plan_requests
+from toolchain.modules import load_file
 
 
 @click.command()
@@ -61,13 +60,7 @@ def _load_target(target: str) -> tuple[Any, Any]:
                           "e.g. examples/mlp.py:Model")
     try:
         if module_ref.endswith(".py"):
-            path = Path(module_ref)
-            spec = importlib.util.spec_from_file_location(path.stem, path)
-            if spec is None or spec.loader is None or not path.is_file():
-                raise FileNotFoundError(module_ref)
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[path.stem] = module
-            spec.loader.exec_module(module)
+            module = load_file(module_ref)
         else:
             module = importlib.import_module(module_ref)
     except (ImportError, FileNotFoundError) as e:

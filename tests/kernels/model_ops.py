@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import operator
 from pathlib import Path
 from types import ModuleType
@@ -11,6 +10,7 @@ import torch
 
 from toolchain.export.capture import export_program
 from toolchain.export.out_variant import canonical_name, find_out_variant
+from toolchain.modules import load_file
 from toolchain.passes.alias_views import VIEW_RULES
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -18,11 +18,7 @@ EXAMPLE_NAMES = sorted(p.stem for p in EXAMPLES.glob("*.py") if not p.stem.start
 
 
 def load_example(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"examples.{name}", EXAMPLES / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file(EXAMPLES / f"{name}.py")
 
 
 def exported_ops(name: str) -> set[torch._ops.OpOverload]:

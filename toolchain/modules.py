@@ -1,0 +1,22 @@
+"""Import a Python file by path: ``nee-export FILE.py:Model``, and the examples in tests and
+benchmarks."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+
+def load_file(path: str | Path) -> ModuleType:
+    """Import ``path`` as a module named after its stem, registered in ``sys.modules`` (so
+    ``inspect`` finds its source); FileNotFoundError if it is not a Python file."""
+    path = Path(path)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    if spec is None or spec.loader is None or not path.is_file():
+        raise FileNotFoundError(str(path))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    return module
