@@ -67,6 +67,16 @@ def numpy_mode() -> Iterator[None]:
         yield
 
 
+def then(first: Bound, second: Bound) -> Bound:
+    """One call running ``first``, then ``second``."""
+
+    def run() -> None:
+        first()
+        second()
+
+    return run
+
+
 def long_loops(run: Bound) -> Bound:
     """``run`` in a numpy context of its own with ``LONG_LOOP_BUFSIZE`` buffers; switching to it
     allocates nothing."""

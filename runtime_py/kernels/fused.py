@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from runtime_py import kernels
-from runtime_py.kernels import Bound, Kernel, linalg, nn
+from runtime_py.kernels import Bound, Kernel, linalg, nn, then
 from runtime_py.kernels._common import FLOAT, NUMERIC
 
 _PREFIX = "act_"
@@ -38,14 +38,8 @@ def _fused(base: Kernel, dtypes: frozenset[str],
         act = kernels.KERNELS[activation]
         if act.scratch is not None:
             act_args["scratch"] = scratch
-        first = base.bind({**args, "out": out})
-        then = act.bind({"self": out, "out": out, **act_args})
-
-        def run() -> None:
-            first()
-            then()
-
-        return run
+        return then(base.bind({**args, "out": out}),
+                    act.bind({"self": out, "out": out, **act_args}))
 
     def scratch(*, activation: str, **args: Any) -> int:
         act_args = _split(args)

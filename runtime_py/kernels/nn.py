@@ -1,11 +1,12 @@
 """Neural-network kernels: convolution, pooling, batch/layer norm, embedding.
 
-Spatial ops share :class:`_Window`, which iterates kernel taps as strided views of the input
-padded into the planned scratch (``_pad``). Convolution is one BLAS matmul over an im2col column
-buffer (built with one strided copy into scratch; 1x1 convs read the input directly), except
-depthwise convolution, which accumulates per-tap products over stride phase planes of the input
-(``_phase_planes``), so that each tap is one long contiguous run. Convolution, layer norm and
-embedding are prepared at load (``Kernel.prepared``): views and geometry are made once.
+Spatial ops share :class:`_Window` (kernel/stride/padding/dilation geometry). Convolution is one
+BLAS matmul over an im2col column buffer (built with one strided copy of the input padded into
+scratch; 1x1 convs read the input directly). Depthwise convolution and max/avg pooling instead
+combine taps over stride phase planes of the input (``_phase_taps``), so that each tap is one
+long contiguous run; max pooling with indices walks strided tap views (``_Window.taps``).
+All but batch norm and max pooling with indices are prepared at load (``Kernel.prepared``):
+views and geometry are made once.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from runtime_py.kernels import Bound, Kernel, long_loops
+from runtime_py.kernels import Bound, Kernel, long_loops, then
 from runtime_py.kernels._common import (
     FLOAT,
     NUMERIC,
@@ -128,8 +129,8 @@ class _ConvPlan:
     out_shape: tuple[int, ...]  # of the 2-D problem
     pads: tuple[tuple[int, int], ...] | None  # input padding, if needed
     padded: tuple[int, ...] | None  # padded input, if needed; depthwise: its phase planes
-    work: tuple[int, ...] | None  # im2col columns (for tile_rows output rows); depthwise:
-    # accumulator and product rows
+    work: tuple[int, ...] | None  # im2col columns (for ``tile`` output rows); depthwise:
+    # accumulator and product runs
     depthwise: bool
     tile: int  # output rows per im2col matmul, or channels per depthwise block (all of them
     # unless a budget forced tiles)
@@ -242,7 +243,7 @@ def _depthwise(x: np.ndarray, weight: np.ndarray, plan: _ConvPlan,
     blocks = [_depthwise_block(x[:, c:c + plan.tile], weight[c:c + plan.tile], plan.win,
                                Workspace(scratch), out[:, c:c + plan.tile])
               for c in range(0, x.shape[1], plan.tile)]
-    return blocks[0] if len(blocks) == 1 else functools.reduce(_then, blocks)
+    return blocks[0] if len(blocks) == 1 else functools.reduce(then, blocks)
 
 
 def _depthwise_block(x: np.ndarray, weight: np.ndarray, win: _Window, ws: Workspace,
@@ -317,7 +318,7 @@ def convolution(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
     if transposed or weight.ndim not in (3, 4):
         raise NotImplementedError("only non-transposed 1-D and 2-D convolution")
     plan = _conv_plan(input.shape, weight.shape, stride, padding, dilation, groups)
-    if scratch is not None and scratch.nbytes < plan.nbytes:  # a budgeted scratch: row tiles
+    if scratch is not None and scratch.nbytes < plan.nbytes:  # budgeted: row/channel tiles
         plan = _conv_plan(input.shape, weight.shape, stride, padding, dilation, groups,
                           scratch.nbytes)
     if weight.ndim == 3:  # conv1d as conv2d over a height-1 image
@@ -328,20 +329,10 @@ def convolution(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
         ws = Workspace(scratch)
         x, pad = _padding(input, plan.pads, 0, ws)
         work = ws.take(plan.work, out.dtype) if plan.work else None
-        compute = _then(pad, _grouped(x, weight, groups, plan.win, work, out))
+        compute = then(pad, _grouped(x, weight, groups, plan.win, work, out))
     if bias is not None:
-        compute = _then(compute, functools.partial(np.add, out, bias.reshape(-1, 1, 1), out=out))
+        compute = then(compute, functools.partial(np.add, out, bias.reshape(-1, 1, 1), out=out))
     return long_loops(compute)
-
-
-def _then(first: Bound, second: Bound) -> Bound:
-    """``first``, then ``second``."""
-
-    def run() -> None:
-        first()
-        second()
-
-    return run
 
 
 def _first_valid(starts: np.ndarray, dilation: int) -> np.ndarray:
@@ -458,7 +449,7 @@ def avg_pool2d(self: np.ndarray, kernel_size: IntList, stride: IntList = (),
     else:
         counts = [_pool_counts(win, axis, x.shape[2 + axis], count_include_pad) for axis in (0, 1)]
         divisor = np.outer(*counts).astype(np.float32)
-    return _then(sums, functools.partial(np.divide, out, divisor, out=out))
+    return then(sums, functools.partial(np.divide, out, divisor, out=out))
 
 
 def _avg_pool_scratch(self: np.ndarray, kernel_size: IntList, stride: IntList = (),
