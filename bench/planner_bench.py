@@ -54,11 +54,11 @@ def model_requests() -> dict[str, list[BufferRequest]]:
     """Buffer requests of every example model's exported graph (after all passes)."""
     from toolchain.export.capture import export_program, to_graph
     from toolchain.memory_plan.lifetimes import buffer_requests
-    from toolchain.modules import load_file
+    from toolchain.modules import load_file, model_files
     from toolchain.pipeline import run_passes
 
     found = {}
-    for path in sorted((ROOT / "examples").glob("*.py")):
+    for path in model_files(ROOT / "examples"):
         module = load_file(path)
         graph = to_graph(export_program(module.Model(), module.example_inputs()))
         found[path.stem] = buffer_requests(run_passes(graph, verify_each=False))

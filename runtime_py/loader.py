@@ -191,7 +191,8 @@ _ARG_FIELDS = {ArgKind.None_: (None, 0), ArgKind.Tensor: ("tensors", 1),
                ArgKind.TensorList: ("tensors", 0), ArgKind.Int: ("ints", 1),
                ArgKind.Float: ("floats", 1), ArgKind.Bool: ("ints", 1),
                ArgKind.IntList: ("ints", 0), ArgKind.FloatList: ("floats", 0),
-               ArgKind.BoolList: ("ints", 0), ArgKind.String: ("str", 1)}
+               ArgKind.BoolList: ("ints", 0), ArgKind.String: ("str", 1),
+               ArgKind.OptionalTensorList: ("tensors", 0)}
 
 
 def _check_arg(b: LoadedBundle, where: str, arg: Any) -> None:
@@ -203,6 +204,12 @@ def _check_arg(b: LoadedBundle, where: str, arg: Any) -> None:
     if count < least:
         raise _fail(b, f"{where} arg {arg.name}", f"{least} value(s) in field {field}",
                     f"{count}")
+    if arg.kind == ArgKind.OptionalTensorList:
+        flags = ints(arg.ints)
+        if set(flags) - {0, 1} or sum(flags) != count:
+            raise _fail(b, f"{where} arg {arg.name}",
+                        f"0/1 flags, one per entry, as many 1s as the {count} tensor(s)",
+                        f"flags {flags}")
 
 
 def _check_nodes(b: LoadedBundle) -> None:

@@ -148,6 +148,9 @@ class Program:
             return self.tensors[int(arg.tensors[0])]
         if kind == ArgKind.TensorList:
             return [self.tensors[int(i)] for i in arg.tensors]
+        if kind == ArgKind.OptionalTensorList:
+            present = iter(ints(arg.tensors))
+            return [self.tensors[next(present)] if flag else None for flag in ints(arg.ints)]
         return _SCALARS[kind](arg)
 
 

@@ -8,9 +8,12 @@ import random
 
 import numpy as np
 import pytest
+import torch
+from roundtrip import run_both
 
 from runtime_py import kernels
 from runtime_py.errors import BundleError, InputError, MissingKernelsError
+from runtime_py.fbs.ArgKind import ArgKind
 from runtime_py.loader import load_bundle
 from runtime_py.program import Program
 from toolchain.serialize.bundle import write_to
@@ -135,3 +138,18 @@ def test_scratch_smaller_than_the_kernel_needs_is_rejected_at_load(exported, mon
         kernel, scratch=lambda **args: kernel.scratch(**args) + (1 << 30)))
     with pytest.raises(BundleError, match="a scratch of at least"):
         Program.load(path)
+
+
+class PickColumns(torch.nn.Module):
+    def forward(self, x, idx):
+        return x[:, idx] * 2  # aten::index.Tensor with indices [None, idx]
+
+
+def test_optional_tensor_lists_round_trip_and_bad_flags_are_rejected(tmp_path):
+    run_both(PickColumns(), torch.randn(3, 5), torch.tensor([4, 0, 2]), tmp_path=tmp_path)
+    bundle, write = _repack(tmp_path / "m.nee", tmp_path, "flags.nee")
+    arg = next(a for n in bundle.nodes for a in n.args if a.kind == ArgKind.OptionalTensorList)
+    assert list(arg.ints) == [0, 1]
+    arg.ints = [1, 1]  # two tensors flagged, one stored
+    with pytest.raises(BundleError, match="0/1 flags, one per entry"):
+        Program.load(write())

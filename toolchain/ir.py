@@ -66,6 +66,7 @@ class Node:
     args: dict[str, Any]
     outputs: list[str]
     source: str = ""  # "file:line: code" of the model line that produced it
+    call: str = ""  # the torch function the model called, when the op came from decomposing it
     out_names: list[str] = field(default_factory=list)  # schema names of the out args
 
 

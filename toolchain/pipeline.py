@@ -1,6 +1,8 @@
 """The export pipeline: capture -> passes -> plan -> kernel list -> serialize.
 
 ``PASSES`` is the one literal, ordered list of graph passes. Ordering notes:
+- fill_from_shape first: the calls it rewrites read their input for its shape only; cutting
+  that false dependence lets fold_constants evaluate them.
 - fold_batchnorm first: it matches functional conv -> batch_norm pairs on constant weights.
 - alias_views next: view ops have no kernels; later passes only see compute ops and aliases.
 - to_out_variant after alias_views: view ops have no out overloads.
@@ -22,6 +24,7 @@ from toolchain.passes.add_scratch import add_scratch
 from toolchain.passes.alias_views import alias_views
 from toolchain.passes.check_supported import check_supported
 from toolchain.passes.drop_unused_outputs import drop_unused_outputs
+from toolchain.passes.fill_from_shape import fill_from_shape
 from toolchain.passes.fold_batchnorm import fold_batchnorm
 from toolchain.passes.fold_constants import fold_constants
 from toolchain.passes.fuse_activation import fuse_activation
@@ -32,6 +35,7 @@ from toolchain.verify import verify
 Pass = Callable[[Graph], Graph]
 
 PASSES: list[Pass] = [
+    fill_from_shape,
     fold_batchnorm,
     alias_views,
     to_out_variant,

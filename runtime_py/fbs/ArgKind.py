@@ -13,3 +13,4 @@ class ArgKind(object):
     FloatList = 7
     BoolList = 8
     String = 9
+    OptionalTensorList = 10

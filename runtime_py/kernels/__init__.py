@@ -120,9 +120,11 @@ class Kernel:
 
 # Imported after Kernel: the kernel modules build their KERNELS dicts from it.
 from runtime_py.kernels import (  # noqa: E402
+    attention,
     creation,
     elementwise,
     fused,
+    indexing,
     linalg,
     nn,
     reduce,
@@ -137,4 +139,6 @@ KERNELS: dict[str, Kernel] = {
     **shape.KERNELS,
     **creation.KERNELS,
     **fused.KERNELS,
+    **attention.KERNELS,
+    **indexing.KERNELS,
 }

@@ -1,9 +1,11 @@
-"""Fused kernels: a convolution or addmm, then an in-place activation on its output.
+"""Fused kernels: a convolution, addmm or mm, then an in-place activation on its output.
 
 ``nee::<base>_act.out`` takes the base kernel's arguments plus ``activation`` (the activation
 kernel's key, e.g. ``"aten::relu.out"``) and the activation's own non-tensor arguments prefixed
-``act_`` (e.g. ``act_min_val``). The scratch is the larger of the base's and the activation's;
-the activation reuses it once the base kernel is done with it.
+``act_`` (e.g. ``act_min_val``). ``out`` may have another shape with as many elements as the
+base's output (a linear layer's 2-D result viewed as 3-D): the base writes it reshaped. The
+scratch is the larger of the base's and the activation's; the activation reuses it once the base
+kernel is done with it.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ def _fused(base: Kernel, dtypes: frozenset[str],
         act = kernels.KERNELS[activation]
         if act.scratch is not None:
             act_args["scratch"] = scratch
-        return then(base.bind({**args, "out": out}),
+        base_out = out.reshape(out_shape(**args), copy=False)  # out may be X reshaped
+        return then(base.bind({**args, "out": base_out}),
                     act.bind({"self": out, "out": out, **act_args}))
 
     def scratch(*, activation: str, **args: Any) -> int:
@@ -52,12 +55,15 @@ def _fused(base: Kernel, dtypes: frozenset[str],
     return Kernel.prepared(prepare, dtypes, scratch=scratch)
 
 
-def _addmm_out_shape(mat1: np.ndarray, mat2: np.ndarray, **_: object) -> tuple[int, ...]:
-    return (mat1.shape[0], mat2.shape[1])
+def _matmul_out_shape(mat1: np.ndarray | None = None, mat2: np.ndarray | None = None,
+                      self: np.ndarray | None = None, **_: object) -> tuple[int, ...]:
+    """addmm(self, mat1, mat2) and mm(self, mat2) give (rows of the left, columns of mat2)."""
+    return ((mat1 if mat1 is not None else self).shape[0], mat2.shape[1])
 
 
 KERNELS: dict[str, Kernel] = {
     "nee::convolution_act.out": _fused(nn.KERNELS["aten::convolution.out"], FLOAT,
                                        nn.conv_out_shape),
-    "nee::addmm_act.out": _fused(linalg.KERNELS["aten::addmm.out"], NUMERIC, _addmm_out_shape),
+    "nee::addmm_act.out": _fused(linalg.KERNELS["aten::addmm.out"], NUMERIC, _matmul_out_shape),
+    "nee::mm_act.out": _fused(linalg.KERNELS["aten::mm.out"], NUMERIC, _matmul_out_shape),
 }

@@ -1,4 +1,4 @@
-"""Neural-network kernels: convolution, pooling, batch/layer norm, embedding.
+"""Neural-network kernels: convolution, pooling, batch/layer/group norm, embedding.
 
 Spatial ops share :class:`_Window` (kernel/stride/padding/dilation geometry). Convolution is one
 BLAS matmul over an im2col column buffer (built with one strided copy of the input padded into
@@ -89,9 +89,16 @@ def _padding(x: np.ndarray, pads: tuple[tuple[int, int], ...] | None, value: flo
     ``value``, interior with ``x``); ``x`` itself and a no-op if ``pads`` is None."""
     if pads is None:
         return x, _nothing
-    (top, _), (left, _) = pads
-    h, w = x.shape[-2:]
     buf = ws.take(_padded_shape(x.shape, pads), x.dtype)
+    return buf, _fill_padded(buf, x, pads, value)
+
+
+def _fill_padded(buf: np.ndarray, x: np.ndarray, pads: tuple[tuple[int, int], ...] | None,
+                 value: float) -> Bound:
+    """The call writing ``x`` into the (..., H, W) view ``buf`` inside a border of ``value``
+    (``pads``: (before, after) per dim; None: no border)."""
+    (top, _), (left, _) = pads or ((0, 0), (0, 0))
+    h, w = x.shape[-2:]
     border = (buf[..., :top, :], buf[..., top + h:, :], buf[..., top:top + h, :left],
               buf[..., top:top + h, left + w:])
     interior = buf[..., top:top + h, left:left + w]
@@ -101,7 +108,7 @@ def _padding(x: np.ndarray, pads: tuple[tuple[int, int], ...] | None, value: flo
             region.fill(value)
         np.copyto(interior, x)
 
-    return buf, fill
+    return fill
 
 
 def _nothing() -> None:
@@ -134,10 +141,17 @@ class _ConvPlan:
     depthwise: bool
     tile: int  # output rows per im2col matmul, or channels per depthwise block (all of them
     # unless a budget forced tiles)
+    channels_last: bool = False  # depthwise over a channels-last copy (``padded``, ``work``
+    # then have the channels last)
 
     @property
     def nbytes(self) -> int:
         return workspace_bytes(*((s, "float32") for s in (self.padded, self.work) if s))
+
+
+# Depthwise convolution works in channel blocks whose planes and accumulators fit in this many
+# bytes (a typical L2 cache): 1.1-1.8x faster than whole-tensor passes on mobilenet-sized layers.
+DEPTHWISE_BLOCK_BYTES = 512 * 1024
 
 
 @functools.lru_cache(maxsize=1024)
@@ -146,8 +160,10 @@ def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: IntLi
                budget: int | None = None) -> _ConvPlan:
     """The plan of a conv1d/conv2d call (conv1d as conv2d over a height-1 image); int-list args
     are tuples (hashable), as the runtime passes them. With a ``budget`` (scratch bytes), the
-    im2col columns cover as many output rows as fit (at least one) instead of all of them, and
-    depthwise convolution works on as many channels at a time as fit (at least one)."""
+    im2col columns cover as many output rows as fit (at least one) instead of all of them.
+    Depthwise convolution works on as many channels at a time as fit in the budget and in
+    DEPTHWISE_BLOCK_BYTES (at least one), or channels-last when the image is smaller than the
+    channel count."""
     if len(w_shape) == 3:
         x_shape, w_shape = (*x_shape[:2], 1, x_shape[2]), (*w_shape[:2], 1, w_shape[2])
         stride, padding, dilation = ((first, *expand_param(v, 1)) for first, v in
@@ -164,13 +180,15 @@ def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: IntLi
     depthwise = groups == c == o
     padded = None if pads is None else _padded_shape(x_shape, pads)
     tile = out_hw[0]
+    if depthwise and out_hw[0] * out_hw[1] < c:  # numpy's loops: over channels, not rows
+        plan = _channels_last_plan(win, out_shape, pads, padded or x_shape)
+        if budget is None or plan.nbytes <= budget:
+            return plan
     if depthwise:
-        if budget is not None:
-            planes, run = _phase_planes((n, 1), win)
-            per_channel = (math.prod(planes) + 2 * math.prod(run)) * 4
-            tile = max(1, min(c, (budget - 2 * WORKSPACE_ALIGN) // per_channel))
-        else:
-            tile = c
+        planes, run = _phase_planes((n, 1), win)
+        per_channel = (math.prod(planes) + 2 * math.prod(run)) * 4
+        room = DEPTHWISE_BLOCK_BYTES if budget is None else min(budget, DEPTHWISE_BLOCK_BYTES)
+        tile = max(1, min(c, (room - 2 * WORKSPACE_ALIGN) // per_channel))
         padded, run = _phase_planes((n, tile), win)
         work = (2, *run)
     elif (kh, kw) == (1, 1) and pads is None and stride == (1, 1):
@@ -182,6 +200,16 @@ def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: IntLi
             tile = max(1, min(out_hw[0], room // row))
         work = (n, c, kh, kw, tile, out_hw[1])
     return _ConvPlan(win, out_shape, pads, padded, work, depthwise, tile)
+
+
+def _channels_last_plan(win: _Window, out_shape: tuple[int, ...],
+                        pads: tuple[tuple[int, int], ...] | None,
+                        padded: tuple[int, ...]) -> _ConvPlan:
+    """Depthwise plan over channels-last copies: the padded input (N, Hp, Wp, C) and the
+    accumulator and product (N, Ho, Wo, C)."""
+    n, c, ho, wo = out_shape
+    return _ConvPlan(win, out_shape, pads, (n, *padded[2:], c), (2, n, ho, wo, c),
+                     depthwise=True, tile=c, channels_last=True)
 
 
 def _phase_planes(lead: Sequence[int], win: _Window) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -253,8 +281,14 @@ def _depthwise_block(x: np.ndarray, weight: np.ndarray, win: _Window, ws: Worksp
     taps, fill, valid = _phase_taps(x, win, 0, ws)
     acc, prod = ws.take((2, *taps[0].shape), out.dtype)
     w = weight.reshape(weight.shape[0], -1, 1)
-    (first, w0), *rest = ((tap, w[:, t]) for t, tap in enumerate(taps))
-    result = valid(acc)
+    return _tap_sum(fill, taps, [w[:, t] for t in range(len(taps))], acc, prod, valid(acc), out)
+
+
+def _tap_sum(fill: Bound, taps: Sequence[np.ndarray], weights: Sequence[np.ndarray],
+             acc: np.ndarray, prod: np.ndarray, result: np.ndarray, out: np.ndarray) -> Bound:
+    """The call: ``fill`` (the taps' source), acc = sum of tap * weight over the taps, then
+    ``result`` (a view of acc) copied to out."""
+    (first, w0), *rest = zip(taps, weights, strict=True)
 
     def run() -> None:
         fill()
@@ -265,6 +299,23 @@ def _depthwise_block(x: np.ndarray, weight: np.ndarray, win: _Window, ws: Worksp
         np.copyto(out, result)
 
     return run
+
+
+def _depthwise_channels_last(x: np.ndarray, weight: np.ndarray, plan: _ConvPlan,
+                             scratch: np.ndarray | None, out: np.ndarray) -> Bound:
+    """Per-tap multiply-accumulate over a channels-last copy of the padded input: for a small
+    image with many channels every numpy loop then runs over the channels instead of one short
+    image row. The (taps, channels) weight matrix is made once, at load."""
+    ws = Workspace(scratch)
+    padded = ws.take(plan.padded, out.dtype)
+    acc, prod = ws.take(plan.work, out.dtype)
+    fill = _fill_padded(padded.transpose(0, 3, 1, 2), x, plan.pads, 0)
+    (kh, kw), (sh, sw), (dh, dw), (ho, wo) = (plan.win.kernel, plan.win.stride,
+                                              plan.win.dilation, plan.win.out_hw)
+    taps = [padded[:, i * dh: i * dh + (ho - 1) * sh + 1: sh, j * dw: j * dw + (wo - 1) * sw + 1:
+                   sw] for i in range(kh) for j in range(kw)]
+    weights = np.ascontiguousarray(weight.reshape(weight.shape[0], -1).T)
+    return _tap_sum(fill, taps, list(weights), acc, prod, acc.transpose(0, 3, 1, 2), out)
 
 
 def _phase_fill(x: np.ndarray, plane: np.ndarray, origin: tuple[int, int],
@@ -323,7 +374,9 @@ def convolution(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
                           scratch.nbytes)
     if weight.ndim == 3:  # conv1d as conv2d over a height-1 image
         input, weight, out = input[:, :, None], weight[:, :, None], out[:, :, None]
-    if plan.depthwise:
+    if plan.channels_last:
+        compute = _depthwise_channels_last(input, weight, plan, scratch, out)
+    elif plan.depthwise:
         compute = _depthwise(input, weight, plan, scratch, out)
     else:
         ws = Workspace(scratch)
@@ -488,19 +541,29 @@ def native_layer_norm(input: np.ndarray, normalized_shape: Sequence[int],
     """Normalise over the trailing ``normalized_shape`` dims; out1 = mean, out2 = rstd.
 
     out1/out2 have the input's leading dims and size-1 normalised dims (keepdims shape). The
-    input is copied into out0 and normalised there as 2-D rows (the out args are contiguous),
-    the variance as a row-wise dot of the centred values: no temporaries.
+    input is copied into out0 and normalised there as 2-D rows (``_standardize``).
     """
     n = math.prod(normalized_shape)
-    rows, mean, rstd = (a.reshape(-1, m) for a, m in ((out0, n), (out1, 1), (out2, 1)))
-    var = out2.reshape(-1)
+    rows = out0.reshape(-1, n)
     weight, bias = (None if a is None else a.reshape(n) for a in (weight, bias))
-    size, eps = np.float32(n), np.float32(eps)
+    return then(_standardize(input, out0, out1.reshape(-1, 1), out2.reshape(-1, 1), eps),
+                _affine(rows, weight, bias))
+
+
+def _standardize(input: np.ndarray, out: np.ndarray, mean: np.ndarray, rstd: np.ndarray,
+                 eps: float) -> Bound:
+    """Copy ``input`` into the contiguous ``out`` and standardise it there as len(mean) 2-D rows:
+    mean and rstd into the (rows, 1) views ``mean``/``rstd``, the mean as a product with a
+    column of 1/n (a BLAS gemv: several times faster than numpy's row sums), the variance as a
+    row-wise dot of the centred values in ``rstd``'s memory. No temporaries."""
+    rows = out.reshape(mean.shape[0], -1)
+    var = rstd.reshape(-1)
+    size, eps = np.float32(rows.shape[1]), np.float32(eps)
+    averaging = np.full((rows.shape[1], 1), 1 / size, np.float32)  # row means as one BLAS gemv
 
     def run() -> None:
-        np.copyto(out0, input)
-        np.add.reduce(rows, axis=1, keepdims=True, out=mean)
-        np.divide(mean, size, out=mean)
+        np.copyto(out, input)
+        np.matmul(rows, averaging, out=mean)
         np.subtract(rows, mean, out=rows)
         np.vecdot(rows, rows, out=var)
         np.divide(var, size, out=var)
@@ -508,10 +571,18 @@ def native_layer_norm(input: np.ndarray, normalized_shape: Sequence[int],
         np.sqrt(var, out=var)
         np.reciprocal(var, out=var)
         np.multiply(rows, rstd, out=rows)
+
+    return run
+
+
+def _affine(x: np.ndarray, weight: np.ndarray | None, bias: np.ndarray | None) -> Bound:
+    """x = x * weight + bias in place (each term only if given), broadcasting."""
+
+    def run() -> None:
         if weight is not None:
-            np.multiply(rows, weight, out=rows)
+            np.multiply(x, weight, out=x)
         if bias is not None:
-            np.add(rows, bias, out=rows)
+            np.add(x, bias, out=x)
 
     return run
 
@@ -532,6 +603,40 @@ def embedding(weight: np.ndarray, indices: np.ndarray, padding_idx: int = -1,
     return run
 
 
+def native_group_norm(input: np.ndarray, weight: np.ndarray | None, bias: np.ndarray | None,
+                      N: int, C: int, HxW: int, group: int, eps: float, *, out0: np.ndarray,
+                      out1: np.ndarray, out2: np.ndarray) -> Bound:
+    """Normalise each sample's ``group`` channel groups (of C // group channels x HxW) in
+    out0 (``_standardize``), then scale/shift per channel; out1 = mean, out2 = rstd (N, group)."""
+    channels = out0.reshape(N, C, HxW)
+    weight, bias = (None if a is None else a.reshape(C, 1) for a in (weight, bias))
+    return then(_standardize(input, out0, out1.reshape(-1, 1), out2.reshape(-1, 1), eps),
+                _affine(channels, weight, bias))
+
+
+def _adaptive_windows(size: int, n: int) -> list[tuple[int, int]]:
+    """torch's adaptive pooling windows along one axis: [floor(i*size/n), ceil((i+1)*size/n))."""
+    return [(i * size // n, -(-(i + 1) * size // n)) for i in range(n)]
+
+
+def adaptive_avg_pool2d(self: np.ndarray, output_size: IntList, *, out: np.ndarray) -> Bound:
+    """Mean over each adaptive window of the last two dims (any leading dims): one sum per
+    output position, straight into out, then one divide by the window sizes."""
+    rows, cols = (_adaptive_windows(size, n) for size, n in zip(self.shape[-2:],
+                                                                   out.shape[-2:], strict=True))
+    sums = [(self[..., r0:r1, c0:c1], out[..., i, j])
+            for i, (r0, r1) in enumerate(rows) for j, (c0, c1) in enumerate(cols)]
+    counts = [[end - start for start, end in windows] for windows in (rows, cols)]
+    divisor = np.outer(*counts).astype(np.float32)
+
+    def run() -> None:
+        for window, dst in sums:
+            np.add.reduce(window, axis=(-2, -1), out=dst)
+        np.divide(out, divisor, out=out)
+
+    return run
+
+
 KERNELS: dict[str, Kernel] = {
     "aten::convolution.out": Kernel.prepared(convolution, FLOAT, scratch=_conv_scratch),
     "aten::max_pool2d_with_indices.out": Kernel(max_pool2d_with_indices, FLOAT,
@@ -540,5 +645,7 @@ KERNELS: dict[str, Kernel] = {
     "aten::avg_pool2d.out": Kernel.prepared(avg_pool2d, FLOAT, scratch=_avg_pool_scratch),
     "aten::_native_batch_norm_legit_no_training.out": Kernel(batch_norm_no_training, FLOAT),
     "aten::native_layer_norm.out": Kernel.prepared(native_layer_norm, FLOAT),
+    "aten::native_group_norm.out": Kernel.prepared(native_group_norm, FLOAT),
+    "aten::_adaptive_avg_pool2d.out": Kernel.prepared(adaptive_avg_pool2d, FLOAT),
     "aten::embedding.out": Kernel.prepared(embedding, NUMERIC),
 }

@@ -1,8 +1,13 @@
-"""Reduction kernels: mean/sum/amax/amin over dims, softmax and log-softmax."""
+"""Reduction kernels: mean/sum/prod/amax/amin/any/all, arg-max/min, max/min with indices, norms,
+variance over dims; cumsum, softmax and log-softmax along one.
+
+Variance and norms build their elementwise terms in a planned self-sized scratch.
+"""
 
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -10,19 +15,23 @@ import numpy as np
 from runtime_py.kernels import Bound, Kernel
 from runtime_py.kernels._common import (
     ALL,
+    BOOL,
     FLOAT,
     NUMERIC,
     KernelFn,
     Workspace,
+    like_self,
     reduce_axes,
     workspace_bytes,
 )
 
+INDEX = frozenset({"int64"})  # argmax/argmin outputs
+
 
 def _accumulate(reducer: Callable[..., np.ndarray]) -> KernelFn:
-    """mean/sum: ``fn(self, dim, keepdim, dtype, out)``, accumulating in the out dtype."""
+    """mean/sum/prod: ``fn(self, dim, keepdim, dtype, out)``, accumulating in the out dtype."""
 
-    def kernel(self: np.ndarray, dim: Sequence[int] | None = None, keepdim: bool = False, *,
+    def kernel(self: np.ndarray, dim: Sequence[int] | int | None = None, keepdim: bool = False, *,
                dtype: str | None = None, out: np.ndarray) -> None:
         del dtype  # the requested dtype is the out dtype
         reducer(self, axis=reduce_axes(dim), keepdims=keepdim, out=out, dtype=out.dtype)
@@ -38,6 +47,132 @@ def _extremum(reducer: Callable[..., np.ndarray]) -> KernelFn:
         reducer(self, axis=reduce_axes(dim), keepdims=keepdim, out=out)
 
     return kernel
+
+
+def _truth(reducer: Callable[..., np.ndarray]) -> KernelFn:
+    """any/all: ``fn(self, dim, keepdim, out)`` to a bool out; dim is an int, a list (empty
+    reduces nothing, as in torch) or None (all dims)."""
+
+    def kernel(self: np.ndarray, dim: Sequence[int] | int | None = None, keepdim: bool = False,
+               *, out: np.ndarray) -> None:
+        axis = (dim,) if isinstance(dim, int) else dim
+        reducer(self, axis=axis, keepdims=keepdim, out=out)
+
+    return kernel
+
+
+def _arg_extremum(reducer: Callable[..., np.ndarray]) -> KernelFn:
+    """argmax/argmin: ``fn(self, dim, keepdim, out)``, dim None for the flat index. numpy, like
+    torch, returns the first index among ties and treats nan as the extremum (its first one);
+    along a dim other than a contiguous last one it copies ``self`` first."""
+
+    def kernel(self: np.ndarray, dim: int | None = None, keepdim: bool = False, *,
+               out: np.ndarray) -> None:
+        reducer(self, axis=dim, keepdims=keepdim, out=out)
+
+    return kernel
+
+
+def max_dim(self: np.ndarray, dim: int, keepdim: bool = False, *, max: np.ndarray,
+            max_values: np.ndarray) -> None:
+    """The max along ``dim`` (``max``) and its first index (``max_values``); nan wins."""
+    np.amax(self, axis=dim, keepdims=keepdim, out=max)
+    np.argmax(self, axis=dim, keepdims=keepdim, out=max_values)
+
+
+def min_dim(self: np.ndarray, dim: int, keepdim: bool = False, *, min: np.ndarray,
+            min_indices: np.ndarray) -> None:
+    """The min along ``dim`` (``min``) and its first index (``min_indices``); nan wins."""
+    np.amin(self, axis=dim, keepdims=keepdim, out=min)
+    np.argmin(self, axis=dim, keepdims=keepdim, out=min_indices)
+
+
+def cumsum(self: np.ndarray, dim: int, *, dtype: str | None = None, out: np.ndarray,
+           scratch: np.ndarray | None = None) -> None:
+    """Running sum along ``dim``: ``self`` cast to the out dtype (torch casts first too), then
+    accumulated in place; a float sum accumulates in a float64 scratch, as torch's CPU kernel
+    does (float32 drifts over long rows), ints and bools in the int64 out."""
+    acc = Workspace(scratch).take(out.shape, np.float64) if out.dtype.kind == "f" else out
+    np.copyto(acc, self, casting="unsafe")
+    np.add.accumulate(acc, axis=dim, out=acc)
+    if acc is not out:
+        np.copyto(out, acc)
+
+
+def _cumsum_scratch(self: np.ndarray, dtype: str | None = None, **_: object) -> int:
+    """A float64 accumulator when the result (``dtype``, else self's) is float."""
+    floating = np.dtype(dtype or self.dtype).kind == "f"
+    return workspace_bytes((np.shape(self), np.float64)) if floating else 0
+
+
+def _kept(self: np.ndarray, axis: tuple[int, ...] | None, out: np.ndarray) -> np.ndarray:
+    """``out`` (the reduction of ``self`` over ``axis``) viewed with the reduced dims kept."""
+    shape = list(self.shape)
+    for a in range(self.ndim) if axis is None else axis:
+        shape[a] = 1
+    return out.reshape(shape)
+
+
+def _variance(self: np.ndarray, dim: Sequence[int] | None, correction: float | None,
+              var: np.ndarray, mean: np.ndarray, scratch: np.ndarray | None) -> None:
+    """Two passes: the mean into ``mean`` (which may be ``var``), the squared deviations in
+    scratch summed into ``var``, divided by max(0, n - correction) (None: 1) as torch."""
+    axis = reduce_axes(dim)
+    var_k, mean_k = _kept(self, axis, var), _kept(self, axis, mean)
+    dev = Workspace(scratch).take(self.shape, var.dtype)
+    np.mean(self, axis=axis, keepdims=True, out=mean_k)
+    np.subtract(self, mean_k, out=dev)
+    np.square(dev, out=dev)
+    np.add.reduce(dev, axis=axis, keepdims=True, out=var_k)
+    n = self.size // max(1, var.size)
+    np.divide(var_k, max(0, n - (1 if correction is None else correction)), out=var_k)
+
+
+def var(self: np.ndarray, dim: Sequence[int] | None = None, *,
+        correction: float | None = None, keepdim: bool = False, out: np.ndarray,
+        scratch: np.ndarray | None = None) -> None:
+    """Variance over ``dim`` (None or [] for all) with ``correction``; out holds the mean first."""
+    del keepdim  # out's shape tells
+    _variance(self, dim, correction, out, out, scratch)
+
+
+def var_mean(self: np.ndarray, dim: Sequence[int] | None = None, *,
+             correction: float | None = None, keepdim: bool = False, out0: np.ndarray,
+             out1: np.ndarray, scratch: np.ndarray | None = None) -> None:
+    """Variance (``out0``) and mean (``out1``) over ``dim``."""
+    del keepdim  # the outs' shapes tell
+    _variance(self, dim, correction, out0, out1, scratch)
+
+
+def linalg_vector_norm(self: np.ndarray, ord: float = 2, dim: Sequence[int] | None = None,
+                       keepdim: bool = False, *, dtype: str | None = None, out: np.ndarray,
+                       scratch: np.ndarray | None = None) -> None:
+    """sum(|x|^ord)^(1/ord) over ``dim`` (None or [] for all); ord inf/-inf: max/min |x|; ord 0:
+    the count of nonzeros (nan counts). The terms are built in scratch."""
+    del dtype  # the out dtype (float32)
+    axis, terms = reduce_axes(dim), Workspace(scratch).take(self.shape, out.dtype)
+    if ord == 0:
+        np.not_equal(self, 0, out=terms)
+        np.add.reduce(terms, axis=axis, keepdims=keepdim, out=out)
+        return
+    np.abs(self, out=terms)
+    if math.isinf(ord):
+        extremum = np.maximum if ord > 0 else np.minimum
+        extremum.reduce(terms, axis=axis, keepdims=keepdim, out=out)
+        return
+    _power(terms, ord)
+    np.add.reduce(terms, axis=axis, keepdims=keepdim, out=out)
+    _power(out, 1 / ord)
+
+
+def _power(x: np.ndarray, p: float) -> None:
+    """x **= p in place (as torch: x * x for 2, sqrt for 1/2)."""
+    if p == 2:
+        np.square(x, out=x)
+    elif p == 0.5:
+        np.sqrt(x, out=x)
+    elif p != 1:
+        np.power(x, p, out=x)
 
 
 def _rows_along(self: np.ndarray, dim: int, out: np.ndarray) -> tuple[np.ndarray, np.ndarray,
@@ -95,14 +230,28 @@ def _softmax_scratch(self: np.ndarray, dim: int, log: bool = False, **_: object)
 
 _mean = _accumulate(np.mean)
 _sum = _accumulate(np.sum)
+_prod = _accumulate(np.prod)
+_TRUTH = {"any": _truth(np.any), "all": _truth(np.all)}
 
 KERNELS: dict[str, Kernel] = {
     "aten::mean.out": Kernel(_mean, FLOAT),
     "aten::mean.dtype_out": Kernel(_mean, FLOAT),
     "aten::sum.IntList_out": Kernel(_sum, NUMERIC),
     "aten::sum.out": Kernel(_sum, NUMERIC),
+    "aten::prod.int_out": Kernel(_prod, NUMERIC),
+    "aten::prod.out": Kernel(_prod, NUMERIC),
     "aten::amax.out": Kernel(_extremum(np.amax), ALL),
     "aten::amin.out": Kernel(_extremum(np.amin), ALL),
+    **{f"aten::{name}.{overload}": Kernel(fn, BOOL) for name, fn in _TRUTH.items()
+       for overload in ("out", "dims_out", "all_out")},
+    "aten::argmax.out": Kernel(_arg_extremum(np.argmax), INDEX),
+    "aten::argmin.out": Kernel(_arg_extremum(np.argmin), INDEX),
+    "aten::max.dim_max": Kernel(max_dim, ALL),
+    "aten::min.dim_min": Kernel(min_dim, ALL),
+    "aten::cumsum.out": Kernel(cumsum, NUMERIC, scratch=_cumsum_scratch),
+    "aten::linalg_vector_norm.out": Kernel(linalg_vector_norm, FLOAT, scratch=like_self(1)),
+    "aten::var.correction_out": Kernel(var, FLOAT, scratch=like_self(1)),
+    "aten::var_mean.correction_out": Kernel(var_mean, FLOAT, scratch=like_self(1)),
     "aten::_softmax.out": Kernel.prepared(softmax, FLOAT, inplace=True,
                                           scratch=_softmax_scratch),
     "aten::_log_softmax.out": Kernel.prepared(log_softmax, FLOAT, inplace=True,

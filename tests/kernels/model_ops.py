@@ -10,11 +10,12 @@ import torch
 
 from toolchain.export.capture import export_program
 from toolchain.export.out_variant import canonical_name, find_out_variant
-from toolchain.modules import load_file
+from toolchain.modules import load_file, model_files
 from toolchain.passes.alias_views import VIEW_RULES
+from toolchain.passes.to_out_variant import NEE_OUT_VARIANTS
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-EXAMPLE_NAMES = sorted(p.stem for p in EXAMPLES.glob("*.py") if not p.stem.startswith("_"))
+EXAMPLE_NAMES = [p.stem for p in model_files(EXAMPLES)]
 
 
 def load_example(name: str) -> ModuleType:
@@ -37,5 +38,6 @@ def example_kernel_names(name: str) -> frozenset[str]:
         if canonical_name(op) in VIEW_RULES:
             continue
         out = find_out_variant(op)
-        names.add(canonical_name(out) if out is not None else f"<no out variant> {op}")
+        nee = NEE_OUT_VARIANTS.get(canonical_name(op), f"<no out variant> {op}")
+        names.add(canonical_name(out) if out is not None else nee)
     return frozenset(names)

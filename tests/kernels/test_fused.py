@@ -21,6 +21,7 @@ CONV = {"input": random((1, 4, 9, 9)), "weight": random((6, 4, 3, 3)), "bias": r
         "stride": [2, 2], "padding": [1, 1], "dilation": [1, 1], "transposed": False,
         "output_padding": [0, 0], "groups": 1}
 ADDMM = {"self": random((10,)), "mat1": random((4, 16)), "mat2": random((10, 16)).t()}
+MM = {"self": random((4, 16)), "mat2": random((10, 16)).t()}
 
 # name -> (fused key, base op, base args, activation key, act args, torch activation)
 CASES: dict[str, tuple[str, Any, dict[str, Any], str, dict[str, Any], Callable]] = {
@@ -35,6 +36,8 @@ CASES: dict[str, tuple[str, Any, dict[str, Any], str, dict[str, Any], Callable]]
                    torch.relu),
     "addmm+gelu": ("nee::addmm_act.out", aten.addmm.default, ADDMM, "aten::gelu.out", {},
                    torch.nn.functional.gelu),
+    "mm+silu": ("nee::mm_act.out", aten.mm.default, MM, "aten::silu.out", {},
+                torch.nn.functional.silu),
 }
 
 

@@ -46,9 +46,27 @@ SAMPLES: list[tuple[torch._ops.OpOverload, dict[str, Any]]] = [
     *[(getattr(aten, f"logical_{op}").default, {"self": _x(B), "other": _x(B)})
       for op in ("and", "or", "xor")],
     (aten.logical_not.default, {"self": _x(B)}),
+    *[(getattr(aten, f"bitwise_{op}").Tensor, {"self": _x(dt), "other": _x(dt)})
+      for op in ("and", "or", "xor") for dt in (INT, B)],
+    *[(getattr(aten, f"bitwise_{op}").Scalar, {"self": _x(INT), "other": 6})
+      for op in ("and", "or", "xor")],
+    *[(getattr(aten, f"bitwise_{op}").Scalar_Tensor, {"self": True, "other": _x(B)})
+      for op in ("and", "or", "xor")],
+    (aten.bitwise_not.default, {"self": _x(INT)}),
+    (aten.isnan.default, {"self": _x(B)}),
+    (aten.isinf.default, {"self": _x(B)}),
+    *[(getattr(aten, op).Tensor, {"self": _x(), "other": _pos()}) for op in ("fmod", "remainder")],
+    *[(getattr(aten, op).Tensor, {"self": _x(INT), "other": _pos().long() + 1})
+      for op in ("fmod", "remainder")],
+    *[(getattr(aten, op).Scalar, {"self": _x(), "other": -1.5}) for op in ("fmod", "remainder")],
+    (aten.remainder.Scalar_Tensor, {"self": 7, "other": _pos().long() + 1}),
+    *[(getattr(aten, op).default, {"self": _x()})
+      for op in ("sin", "cos", "expm1", "floor", "ceil", "trunc", "round", "sign")],
+    (aten.round.decimals, {"self": _x(), "decimals": 1}),
+    (aten.elu.default, {"self": _x(), "alpha": 1.5, "scale": 2.0, "input_scale": 0.5}),
     *[(getattr(aten, op).default, {"self": _pos()})
       for op in ("exp", "log", "sqrt", "tanh", "reciprocal", "rsqrt", "erf", "sigmoid", "silu",
-                 "hardsigmoid", "hardswish", "neg", "abs", "relu")],
+                 "hardsigmoid", "hardswish", "neg", "abs", "relu", "log1p", "log2")],
     (aten.gelu.default, {"self": _x()}),
     (aten.gelu.default, {"self": _x(), "approximate": "tanh"}),
     (aten.leaky_relu.default, {"self": _x(), "negative_slope": 0.2}),
@@ -62,6 +80,15 @@ SAMPLES: list[tuple[torch._ops.OpOverload, dict[str, Any]]] = [
     (aten.clone.default, {"self": _x()}),
     (aten._to_copy.default, {"self": _x(), "dtype": F}),
     (aten.copy.default, {"self": _x(), "src": _x()}),
+    (aten.slice_scatter.default, {"self": _x(), "src": random((3, 2)), "dim": 1, "start": 1,
+                                  "step": 2}),
+    (aten.select_scatter.default, {"self": _x(), "src": random((3,)), "dim": 1, "index": -1}),
+    (aten.index_put.default, {"self": _x(), "indices": [None, torch.tensor([0, -2])],
+                              "values": random((3, 2))}),
+    (aten.index_put.default, {"self": _x(), "indices": [torch.tensor([1, 1])],
+                              "values": random((5,)), "accumulate": True}),
+    (aten.tril.default, {"self": _x(), "diagonal": 1}),
+    (aten.triu.default, {"self": _x(), "diagonal": -1}),
 ]
 
 

@@ -20,6 +20,7 @@ from kernel_harness import (
 )
 
 from runtime_py.kernels import KERNELS
+from runtime_py.kernels.nn import _conv_plan
 
 aten = torch.ops.aten
 CONV_TOL = {"rtol": 1e-4, "atol": 1e-5}
@@ -37,6 +38,13 @@ CONV_CASES = {
     "depthwise-s2-5x5": ((1, 8, 11, 11), (8, 1, 5, 5), [2, 2], [2, 2], [1, 1], 8),
     "depthwise-dilated": ((1, 4, 10, 10), (4, 1, 3, 3), [1, 1], [2, 2], [2, 2], 4),
     "depth-multiplier": ((1, 4, 6, 6), (8, 1, 3, 3), [1, 1], [1, 1], [1, 1], 4),
+    # out_h * out_w < channels: the channels-last path
+    "depthwise-small-image": ((2, 40, 5, 5), (40, 1, 3, 3), [1, 1], [1, 1], [1, 1], 40),
+    "depthwise-small-s2-7x7": ((1, 64, 7, 6), (64, 1, 7, 7), [2, 2], [3, 3], [1, 1], 64),
+    "depthwise-small-dilated": ((1, 32, 5, 5), (32, 1, 3, 3), [1, 1], [2, 2], [2, 2], 32),
+    "depthwise-small-unpadded": ((1, 48, 4, 4), (48, 1, 3, 3), [1, 1], [0, 0], [1, 1], 48),
+    # more planes than DEPTHWISE_BLOCK_BYTES: channel blocks without a board budget
+    "depthwise-blocked": ((1, 64, 50, 50), (64, 1, 3, 3), [1, 1], [1, 1], [1, 1], 64),
     "conv1d": ((2, 4, 20), (6, 4, 5), [1], [2], [1], 1),
     "conv1d-strided-dilated": ((1, 3, 17), (5, 3, 3), [2], [1], [3], 1),
     "conv1d-depthwise": ((1, 6, 16), (6, 1, 3), [1], [1], [1], 6),
@@ -56,7 +64,8 @@ def test_convolution(case: str, layout: str, bias: bool) -> None:
 
 @pytest.mark.parametrize("budget", [1, 20_000])
 @pytest.mark.parametrize("case", ["3x3", "stride2-asym", "dilated", "7x7-stem", "grouped",
-                                  "conv1d", "depthwise", "depthwise-s2-5x5", "conv1d-depthwise"])
+                                  "conv1d", "depthwise", "depthwise-s2-5x5", "conv1d-depthwise",
+                                  "depthwise-small-image"])
 def test_convolution_under_a_scratch_budget(case: str, budget: int) -> None:
     """A budgeted scratch (as add_scratch plans for boards with ``scratch_limit``) makes im2col
     work in row tiles and depthwise in channel blocks; results are unchanged and the scratch is
@@ -184,3 +193,36 @@ def test_embedding(indices_shape: tuple[int, ...]) -> None:
 def test_embedding_out_of_range() -> None:
     with pytest.raises(IndexError):
         check_op(aten.embedding.default, weight=random((3, 2)), indices=torch.tensor([0, 3]))
+
+
+@pytest.mark.parametrize("affine", [True, False])
+@pytest.mark.parametrize(("shape", "group"), [((2, 6, 5, 5), 3), ((1, 32, 8, 8), 8),
+                                              ((2, 4, 7), 2), ((3, 8), 4), ((2, 6, 3, 3), 1),
+                                              ((1, 4, 2, 2), 4)])
+def test_native_group_norm(shape: tuple[int, ...], group: int, affine: bool) -> None:
+    """out0 normalised per (sample, channel group), out1 the mean and out2 the rstd (N, group).
+    (torch's kernel takes contiguous inputs only: 4-D ones are given channels-last.)"""
+    n, c = shape[:2]
+    x = random(shape, scale=3) + 1
+    if x.ndim == 4:
+        x = x.contiguous(memory_format=torch.channels_last)
+    check_op(aten.native_group_norm.default, input=x, weight=random((c,)) if affine else None,
+             bias=random((c,)) if affine else None, N=n, C=c,
+             HxW=x.numel() // (n * c), group=group, eps=1e-5)
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "strided"])
+@pytest.mark.parametrize(("shape", "output_size"), [((2, 3, 8, 8), [1, 1]), ((1, 4, 7, 7), [7, 7]),
+                                                    ((1, 2, 10, 9), [3, 4]), ((2, 6, 12), [4, 5]),
+                                                    ((3, 5, 5), [2, 3]), ((1, 2, 5, 7), [6, 9]),
+                                                    ((1, 64, 14, 14), [2, 2])])
+def test_adaptive_avg_pool2d(shape: tuple[int, ...], output_size: list[int], layout: str) -> None:
+    """torch's windows [floor(i*H/oh), ceil((i+1)*H/oh)): uneven, overlapping, or larger outputs."""
+    check_op(aten._adaptive_avg_pool2d.default, self=with_layout(random(shape), layout),
+             output_size=output_size)
+
+
+def test_depthwise_goes_channels_last_on_small_images_and_blocks_large_ones() -> None:
+    small = _conv_plan((1, 40, 5, 5), (40, 1, 3, 3), (1, 1), (1, 1), (1, 1), 40)
+    large = _conv_plan((1, 64, 50, 50), (64, 1, 3, 3), (1, 1), (1, 1), (1, 1), 64)
+    assert small.channels_last and not large.channels_last and large.tile < 64

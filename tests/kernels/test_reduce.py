@@ -63,3 +63,172 @@ def test_softmax_masked_rows(op: torch._ops.OpOverload) -> None:
     x = random((4, 4)).masked_fill(torch.ones(4, 4).triu(1).bool(), float("-inf"))
     x[3] = float("-inf")
     check_op(op, self=x, dim=-1, half_to_float=False)
+
+
+DTYPES = [torch.float32, torch.int64, torch.bool]
+# (overload, dim): an int dim (any.dim), a list (empty reduces nothing), None, all (default).
+TRUTH_DIMS = [("dim", 1), ("dim", -1), ("dims", [0, 2]), ("dims", [-1]), ("dims", []),
+              ("dims", None)]
+
+
+def _sparse(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """Half zeros, the rest nonzero (nan among floats: truthy)."""
+    x = random(shape, torch.bool).to(dtype)
+    return x.masked_fill(torch.rand(shape) < 0.1, float("nan")) if dtype.is_floating_point else x
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize(("overload", "dim"), TRUTH_DIMS)
+@pytest.mark.parametrize("name", ["any", "all"])
+def test_any_all(name: str, overload: str, dim: int | list[int] | None, keepdim: bool,
+                 dtype: torch.dtype, layout: str) -> None:
+    op = getattr(getattr(aten, name), overload)
+    check_op(op, self=with_layout(_sparse((2, 3, 4), dtype), layout), dim=dim, keepdim=keepdim)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", ["any", "all"])
+def test_any_all_full(name: str, dtype: torch.dtype) -> None:
+    x = with_layout(_sparse((3, 4), dtype), "strided")
+    check_op(getattr(aten, name).default, self=x)
+    check_op(getattr(aten, name).default, self=torch.ones(3, 4, dtype=dtype))
+
+
+# (shape, dim): flat (None), last, first, negative middle.
+ARG_DIMS = [((3, 7), None), ((3, 7), 1), ((3, 7), 0), ((2, 3, 4), -2), ((6,), 0)]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize(("shape", "dim"), ARG_DIMS)
+@pytest.mark.parametrize("op", [aten.argmax.default, aten.argmin.default])
+def test_argmax_argmin(op: torch._ops.OpOverload, shape: tuple[int, ...], dim: int | None,
+                       keepdim: bool, dtype: torch.dtype, layout: str) -> None:
+    """Many ties: the first index wins."""
+    check_op(op, self=with_layout(coarse(shape, dtype), layout), dim=dim, keepdim=keepdim)
+
+
+NAN_ROWS = torch.tensor([[1.0, float("nan"), 5.0, float("nan")],
+                         [float("inf"), 2.0, -float("inf"), 2.0],
+                         [-1.0, -1.0, float("nan"), -7.0]])
+
+
+@pytest.mark.parametrize("dim", [None, 0, 1])
+@pytest.mark.parametrize("op", [aten.argmax.default, aten.argmin.default])
+def test_argmax_argmin_nan(op: torch._ops.OpOverload, dim: int | None) -> None:
+    """nan is both the max and the min (its first index), as in torch."""
+    check_op(op, self=NAN_ROWS, dim=dim)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize(("shape", "dim"), [(s, d) for s, d in ARG_DIMS if d is not None])
+@pytest.mark.parametrize("op", [aten.max.dim, aten.min.dim])
+def test_max_min_dim(op: torch._ops.OpOverload, shape: tuple[int, ...], dim: int,
+                     keepdim: bool, dtype: torch.dtype, layout: str) -> None:
+    """Values and the first index among ties."""
+    check_op(op, self=with_layout(coarse(shape, dtype), layout), dim=dim, keepdim=keepdim)
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+@pytest.mark.parametrize("op", [aten.max.dim, aten.min.dim])
+def test_max_min_dim_nan(op: torch._ops.OpOverload, dim: int) -> None:
+    check_op(op, self=NAN_ROWS, dim=dim)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize(("dtype", "out_dtype"),
+                         [(torch.float32, None), (torch.int64, None), (torch.bool, None),
+                          (torch.int64, torch.float32), (torch.bool, torch.float32),
+                          (torch.float32, torch.int64)])
+@pytest.mark.parametrize(("shape", "dim"), [((7,), 0), ((3, 5), 1), ((3, 5), -2),
+                                            ((2, 3, 4), 1), ((2, 3, 4), -1)])
+def test_cumsum(shape: tuple[int, ...], dim: int, dtype: torch.dtype,
+                out_dtype: torch.dtype | None, layout: str) -> None:
+    """Ints and bools accumulate in int64; the dtype arg casts first (float -> int truncates)."""
+    x = with_layout(random(shape, dtype, scale=3), layout)
+    check_op(aten.cumsum.default, self=x, dim=dim, dtype=out_dtype)
+
+
+def test_cumsum_long_float_row() -> None:
+    """torch accumulates float32 in double: a float32 running sum would end ~0.5% off here."""
+    x = torch.full((1_000_000,), 0.1) + random((1_000_000,), scale=1e-3)
+    check_op(aten.cumsum.default, self=x, dim=0)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize(("shape", "dim"), [((3, 5), 1), ((3, 5), -2), ((2, 3, 4), 1)])
+def test_prod(shape: tuple[int, ...], dim: int, keepdim: bool, dtype: torch.dtype,
+              layout: str) -> None:
+    """Ints and bools multiply in int64."""
+    x = with_layout(coarse(shape, dtype), layout)
+    check_op(aten.prod.dim_int, self=x, dim=dim, keepdim=keepdim)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_prod_full(dtype: torch.dtype) -> None:
+    check_op(aten.prod.default, self=with_layout(coarse((3, 4), dtype), "transposed"))
+
+
+INF = float("inf")
+ORDS = [2, 1, INF, -INF, 0, 3, 0.5, -1.5]
+NORM_DIMS = [((4, 5), [1]), ((2, 3, 4, 5), [-1, -2]), ((2, 3, 4), [0, 2]), ((3, 4), None),
+             ((3, 4), [])]
+
+
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize(("shape", "dim"), NORM_DIMS)
+@pytest.mark.parametrize("ord", ORDS)
+def test_vector_norm(ord: float, shape: tuple[int, ...], dim: list[int] | None,
+                     keepdim: bool) -> None:
+    """ord 0 counts nonzeros: its input has many zeros."""
+    x = coarse(shape) if ord == 0 else random(shape, scale=2)
+    check_op(aten.linalg_vector_norm.default, self=with_layout(x, "strided"), ord=ord, dim=dim,
+             keepdim=keepdim)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("ord", [2, 1, INF, 0])
+def test_vector_norm_layouts(ord: float, layout: str) -> None:
+    x = with_layout(coarse((2, 3, 4)), layout)
+    check_op(aten.linalg_vector_norm.default, self=x, ord=ord, dim=[0, 2])
+
+
+@pytest.mark.parametrize("ord", ORDS)
+def test_vector_norm_special_values(ord: float) -> None:
+    """Zeros (negative ords give 0), infinities, nan (nan counts as nonzero for ord 0)."""
+    x = torch.tensor([[0.0, 1.0, -2.0], [0.0, -INF, 3.0], [float("nan"), 1.0, 0.0],
+                      [0.0, 0.0, 0.0]])
+    check_op(aten.linalg_vector_norm.default, self=x, ord=ord, dim=[1])
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize(("shape", "dim"), REDUCTIONS)
+@pytest.mark.parametrize("op", [aten.var.correction, aten.var_mean.correction])
+def test_var(op: torch._ops.OpOverload, shape: tuple[int, ...], dim: list[int] | None,
+             keepdim: bool, layout: str) -> None:
+    x = with_layout(random(shape, scale=3) + 5, layout)
+    check_op(op, self=x, dim=dim, keepdim=keepdim)
+
+
+@pytest.mark.parametrize("dim", [[1], None])
+@pytest.mark.parametrize("correction", [None, 0, 2, 0.5])
+@pytest.mark.parametrize("op", [aten.var.correction, aten.var_mean.correction])
+def test_var_correction(op: torch._ops.OpOverload, correction: float | None,
+                        dim: list[int] | None) -> None:
+    check_op(op, self=random((3, 6)), dim=dim, correction=correction)
+
+
+@pytest.mark.filterwarnings("ignore:.*degrees of freedom")
+@pytest.mark.parametrize("correction", [2, 3])
+@pytest.mark.parametrize("op", [aten.var.correction, aten.var_mean.correction])
+def test_var_no_degrees_of_freedom(op: torch._ops.OpOverload, correction: int) -> None:
+    """correction >= n divides by 0: inf (nan for a constant row), as torch."""
+    check_op(op, self=torch.tensor([[1.0, 3.0], [2.0, 2.0]]), dim=[1], correction=correction)

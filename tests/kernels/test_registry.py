@@ -13,7 +13,7 @@ from runtime_py.kernels import KERNELS, Kernel
 from runtime_py.kernels._common import ALL
 from toolchain.export.out_variant import out_arg_names
 from toolchain.ir import Graph, Node, Tensor
-from toolchain.passes.to_out_variant import overload, to_out_variant
+from toolchain.passes.to_out_variant import NEE_OUT_VARIANTS, overload, to_out_variant
 
 
 def _normalized(value: object) -> object:
@@ -26,20 +26,32 @@ def test_signature_matches_schema(name: str) -> None:
 
     (A kernel may default a required arg, so that one function serves several overloads.)
     """
-    kernel = KERNELS[name]
-    assert isinstance(kernel, Kernel) and kernel.dtypes and kernel.dtypes <= ALL
-    params = inspect.signature(kernel.fn).parameters
     schema = overload(name)._schema
     outs = set(out_arg_names(schema))
     assert outs, f"{name} is not an out variant"
-    for arg in schema.arguments:
+    _check_signature(name, schema.arguments, outs)
+
+
+@pytest.mark.parametrize(("functional", "name"), sorted(NEE_OUT_VARIANTS.items()))
+def test_nee_out_variants_take_the_functional_ops_arguments(functional: str, name: str) -> None:
+    """A ``nee::`` out op standing in for an ATen op without an out overload takes its args."""
+    _check_signature(name, overload(functional)._schema.arguments, {"out"})
+
+
+def _check_signature(name: str, arguments: list, outs: set[str]) -> None:
+    kernel = KERNELS[name]
+    assert isinstance(kernel, Kernel) and kernel.dtypes and kernel.dtypes <= ALL
+    params = inspect.signature(kernel.fn).parameters
+    for arg in arguments:
         assert arg.name in params, f"{name}: missing param {arg.name}"
         default = params[arg.name].default
         if arg.name in outs:
             assert default is inspect.Parameter.empty, f"{name}: out {arg.name} has a default"
         elif arg.has_default_value():
             assert _normalized(default) == _normalized(arg.default_value), f"{name}: {arg.name}"
-    schema_names = {a.name for a in schema.arguments}
+    for out in outs:
+        assert params[out].kind is inspect.Parameter.KEYWORD_ONLY, f"{name}: {out}"
+    schema_names = {a.name for a in arguments} | outs
     for extra in params.keys() - schema_names:
         assert params[extra].default is not inspect.Parameter.empty, f"{name}: {extra}"
 

@@ -1,4 +1,12 @@
-"""Capture: ``torch.export`` an nn.Module, decompose to core ATen, convert to NEE's IR."""
+"""Capture: ``torch.export`` an nn.Module, decompose to core ATen, convert to NEE's IR.
+
+Every node kind torch.export emits is handled: user inputs and lifted weights (non-tensor
+inputs are baked into the graph by torch.export and are no program inputs), ATen calls,
+``getitem`` of multi-output calls, runtime asserts (checked here, then dropped: see
+``toolchain.export.asserts``), static scalars (symbolic sizes and the arithmetic on them) and the
+outputs (constant outputs such as ``None`` dropped; buffer or input mutation refused). Anything
+else raises an ExportError naming the node, its target and the model source line.
+"""
 
 from __future__ import annotations
 
@@ -10,11 +18,15 @@ from typing import Any
 import numpy as np
 import torch
 from torch.export import ExportedProgram
-from torch.export.graph_signature import InputKind
+from torch.export.graph_signature import InputKind, OutputKind
 
 from toolchain.errors import ExportError
+from toolchain.export.asserts import RUNTIME_ASSERTS
 from toolchain.export.out_variant import canonical_name
+from toolchain.export.source import high_level_call, node_error, source_line
 from toolchain.ir import Graph, Node, Ref, Tensor
+
+aten = torch.ops.aten
 
 _DTYPES = {
     torch.float32: "float32",
@@ -29,6 +41,18 @@ _DTYPES = {
 }
 # Tensor-options values that the pre-allocated out tensor already fixes.
 _OPTION_TYPES = (torch.layout, torch.device, torch.memory_format)
+# Ops torch.export would decompose that NEE runs as one kernel: attention without the mask and
+# softmax ops of its decomposition, activations that then fuse into their producer, roll without
+# index arithmetic.
+KEEP_WHOLE = (
+    aten.scaled_dot_product_attention.default,
+    aten.hardswish.default,
+    aten.hardsigmoid.default,
+    aten.silu.default,
+    aten.roll.default,
+)
+_STATIC = (int, float, bool)
+_SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
 
 def numpy_dtype(dtype: torch.dtype, where: str) -> str:
@@ -40,6 +64,14 @@ def numpy_dtype(dtype: torch.dtype, where: str) -> str:
     return _DTYPES[dtype]
 
 
+def decompositions() -> dict[Any, Any]:
+    """torch.export's core-ATen decomposition table without the ops in KEEP_WHOLE."""
+    table = torch.export.default_decompositions()
+    for op in KEEP_WHOLE:
+        table.pop(op, None)
+    return table
+
+
 def export_program(model: torch.nn.Module, example_inputs: tuple[Any, ...]) -> ExportedProgram:
     """``torch.export`` the model in eval mode and decompose it to core ATen."""
     model = model.eval()
@@ -47,49 +79,88 @@ def export_program(model: torch.nn.Module, example_inputs: tuple[Any, ...]) -> E
         with torch.no_grad(), warnings.catch_warnings():
             # torch 2.13's own pytree code warns about itself on every export
             warnings.filterwarnings("ignore", ".*LeafSpec.*", FutureWarning)
-            return torch.export.export(model, tuple(example_inputs)).run_decompositions()
+            ep = torch.export.export(model, tuple(example_inputs))
+            return ep.run_decompositions(decompositions())
     except Exception as e:  # torch raises many types; report them uniformly
         first = (str(e).strip().splitlines() or [""])[0]
+        hint = next((h for pattern, h in _EXPORT_HINTS if re.search(pattern, first)),
+                    "run the model eagerly on the same inputs first; see the torch.export docs "
+                    "on graph breaks and dynamic control flow")
         raise ExportError(
             f"torch.export of {type(model).__name__}", "a model traceable with its example inputs",
-            f"{type(e).__name__}: {first}",
-            "run the model eagerly on the same inputs first; see the torch.export docs on "
-            "graph breaks and dynamic control flow",
+            f"{type(e).__name__}: {first}", hint,
         ) from e
 
 
-def source_line(node: torch.fx.Node) -> str:
-    """``file:line: code`` of the innermost model frame that produced this node."""
-    trace = node.meta.get("stack_trace") or ""
-    frames = re.findall(r'File "([^"]+)", line (\d+), in \S+\n\s*(.*)', trace)
-    if not frames:
-        return ""
-    user = [f for f in frames if "/torch/" not in f[0]]
-    path, line, code = (user or frames)[-1]
-    return f"{path}:{line}: {code.strip()}"
+# torch.export failures with a known remedy: (pattern in the first message line, hint).
+_EXPORT_HINTS = (
+    (r"Cache'> in output", "the model returns its key/value cache: build an HF model with "
+                           "config.use_cache=False (NEE programs keep no state yet)"),
+    (r"data-dependent", "a size or branch depends on tensor values (.item(), nonzero, a "
+                        "Python if on a tensor): NEE programs have static shapes"),
+)
 
 
 def to_graph(ep: ExportedProgram) -> Graph:
     """Convert a decomposed ExportedProgram into a NEE Graph (functional ops, views as nodes)."""
+    _refuse_mutations(ep)
     graph = Graph(tensors={}, nodes=[], inputs=[], outputs=[])
-    names: dict[torch.fx.Node, Any] = {}
+    values: dict[torch.fx.Node, Any] = {}
     consts = _constant_inputs(ep)
     for fx_node in ep.graph.nodes:
-        if fx_node.op == "placeholder":
-            names[fx_node] = _placeholder(graph, fx_node, consts.get(fx_node.name))
-        elif fx_node.op == "call_function" and fx_node.target is operator.getitem:
-            source, index = fx_node.args
-            names[fx_node] = names[source][index]
-        elif fx_node.op == "call_function":
-            names[fx_node] = _call(graph, fx_node, names)
-        elif fx_node.op == "output":
-            graph.outputs = [_output_name(names, v) for v in fx_node.args[0]]
-        else:
-            raise ExportError(fx_node.name, "placeholder/call_function/output", fx_node.op, "")
+        try:
+            values[fx_node] = _convert(graph, fx_node, values, consts)
+        except ExportError:
+            raise
+        except Exception as e:  # a node kind this converter does not know: say which
+            raise node_error(fx_node, "a node NEE can convert", f"{type(e).__name__}: {e}",
+                             "please report this model") from e
     return graph
 
 
-def _constant_inputs(ep: ExportedProgram) -> dict[str, torch.Tensor]:
+def _convert(graph: Graph, fx_node: torch.fx.Node, values: dict[torch.fx.Node, Any],
+             consts: dict[str, Any]) -> Any:
+    """The IR value of one fx node (a Ref, a list of Refs, a static scalar or None)."""
+    if fx_node.op == "placeholder":
+        return _placeholder(graph, fx_node, consts)
+    if fx_node.op == "get_attr":
+        return None  # a submodule of a higher-order op, refused at that op
+    if fx_node.op == "output":
+        graph.outputs = _outputs(fx_node, values)
+        return None
+    if fx_node.op != "call_function":
+        raise node_error(fx_node, "placeholder/call_function/get_attr/output", fx_node.op, "")
+    target = fx_node.target
+    if target is operator.getitem:
+        source, index = fx_node.args
+        return values[source][index]
+    if target in RUNTIME_ASSERTS:
+        RUNTIME_ASSERTS[target](fx_node)
+        return None
+    if isinstance(target, torch._ops.HigherOrderOperator):
+        raise node_error(fx_node, "straight-line ATen code", f"control flow ({target.name()})",
+                         "use Python control flow on static values, which export unrolls")
+    val = fx_node.meta.get("val")
+    if isinstance(val, (*_STATIC, *_SYMBOLIC)):
+        return _static(fx_node, val)
+    if not isinstance(target, torch._ops.OpOverload):
+        raise node_error(fx_node, "an ATen operator", str(target),
+                         "rewrite the model code so torch.export produces ATen ops")
+    return _call(graph, fx_node, values)
+
+
+def _refuse_mutations(ep: ExportedProgram) -> None:
+    """Persistent state and in-place updates of inputs have no place in a stateless program."""
+    mutated = [f"{spec.kind.name.lower()} {spec.target}" for spec in ep.graph_signature.output_specs
+               if spec.kind in (OutputKind.BUFFER_MUTATION, OutputKind.USER_INPUT_MUTATION,
+                                OutputKind.PARAMETER_MUTATION)]
+    if mutated:
+        raise ExportError("model forward()", "no in-place update of buffers or inputs",
+                          f"updates of {', '.join(mutated)}",
+                          "return the new values as outputs instead of writing them in place")
+
+
+def _constant_inputs(ep: ExportedProgram) -> dict[str, Any]:
     """Lifted parameters, buffers and constant tensors by placeholder name."""
     return {  # non-persistent buffers and lifted constants live in ep.constants
         spec.arg.name: ep.state_dict.get(spec.target, ep.constants.get(spec.target))
@@ -97,43 +168,61 @@ def _constant_inputs(ep: ExportedProgram) -> dict[str, torch.Tensor]:
     }
 
 
-def _placeholder(graph: Graph, fx_node: torch.fx.Node, value: torch.Tensor | None) -> Ref:
-    val = fx_node.meta["val"]
-    if value is None:
+def _placeholder(graph: Graph, fx_node: torch.fx.Node, consts: dict[str, Any]) -> Any:
+    val = fx_node.meta.get("val")
+    if fx_node.name not in consts:
+        if not isinstance(val, torch.Tensor):
+            return val  # a non-tensor input: torch.export specialised the graph to its value
         tensor = _tensor(fx_node.name, val, "input")
         graph.inputs.append(fx_node.name)
     else:
+        value = consts[fx_node.name]
+        if not isinstance(value, torch.Tensor):
+            raise node_error(fx_node, "a tensor constant", type(value).__name__,
+                             "keep script objects out of the exported module")
         tensor = _tensor(fx_node.name, val, "const")
         tensor.data = np.array(value.detach().cpu().numpy(), order="C")
     graph.tensors[tensor.name] = tensor
     return Ref(tensor.name)
 
 
+def _static(fx_node: torch.fx.Node, val: Any) -> int | float | bool:
+    """The value of a scalar node (a size, or arithmetic on sizes) known at export."""
+    if isinstance(val, _SYMBOLIC):
+        raise node_error(fx_node, "a value known at export", f"symbolic {val}",
+                         "a size or scalar depends on tensor data (.item(), nonzero) or on a "
+                         "dynamic dim; NEE programs have static shapes")
+    return val
+
+
 def _tensor(name: str, val: Any, kind: str) -> Tensor:
     if not isinstance(val, torch.Tensor):
         raise ExportError(name, "a tensor value", type(val).__name__, "only tensor IO is supported")
+    if any(isinstance(s, torch.SymInt) for s in val.shape):
+        raise ExportError(name, "a static shape", f"symbolic shape {tuple(val.shape)}",
+                          "export with static example inputs (no dynamic_shapes)")
     shape = tuple(int(s) for s in val.shape)
     return Tensor(name, shape, numpy_dtype(val.dtype, name), kind)
 
 
-def _call(graph: Graph, fx_node: torch.fx.Node, names: dict[torch.fx.Node, Any]) -> Any:
+def _call(graph: Graph, fx_node: torch.fx.Node, values: dict[torch.fx.Node, Any]) -> Any:
     op = fx_node.target
-    if not isinstance(op, torch._ops.OpOverload):
-        raise ExportError(
-            f"{fx_node.name} ({source_line(fx_node)})", "an ATen operator", str(op),
-            "rewrite the model code so torch.export produces ATen ops",
-        )
     schema_args = op._schema.arguments
-    values = dict(zip((a.name for a in schema_args), fx_node.args, strict=False))
-    values.update(fx_node.kwargs)
-    args = {k: _value(v, names, f"{fx_node.name}.{k}") for k, v in values.items()}
+    named = dict(zip((a.name for a in schema_args), fx_node.args, strict=False))
+    named.update(fx_node.kwargs)
+    args = {k: _value(v, values, f"{fx_node.name}.{k}") for k, v in named.items()}
     args = {k: v for k, v in args.items() if v is not _DROP}
-    val = fx_node.meta["val"]
+    val = fx_node.meta.get("val")
     vals = list(val) if isinstance(val, (tuple, list)) else [val]
+    if not all(isinstance(v, torch.Tensor) for v in vals):
+        raise node_error(fx_node, "tensor results", f"{[type(v).__name__ for v in vals]}",
+                         "please report this model")
     outs = [fx_node.name] if len(vals) == 1 else [f"{fx_node.name}_{i}" for i in range(len(vals))]
     for name, v in zip(outs, vals, strict=True):
         graph.tensors[name] = _tensor(name, v, "activation")
-    graph.nodes.append(Node(canonical_name(op), args, outs, source_line(fx_node)))
+    call = high_level_call(fx_node)
+    graph.nodes.append(Node(canonical_name(op), args, outs, source_line(fx_node),
+                            call=call if call != op._schema.name.partition("::")[2] else ""))
     refs_ = [Ref(n) for n in outs]
     return refs_ if isinstance(val, (tuple, list)) else refs_[0]
 
@@ -141,12 +230,12 @@ def _call(graph: Graph, fx_node: torch.fx.Node, names: dict[torch.fx.Node, Any])
 _DROP = object()
 
 
-def _value(v: Any, names: dict[torch.fx.Node, Any], where: str) -> Any:
+def _value(v: Any, values: dict[torch.fx.Node, Any], where: str) -> Any:
     """An fx argument as an IR value: Ref for tensors, numpy names for dtypes."""
     if isinstance(v, torch.fx.Node):
-        return names[v]
+        return values[v]
     if isinstance(v, (list, tuple)):
-        return [_value(x, names, where) for x in v]
+        return [_value(x, values, where) for x in v]
     if isinstance(v, torch.dtype):
         return numpy_dtype(v, where)
     if isinstance(v, _OPTION_TYPES):
@@ -154,9 +243,17 @@ def _value(v: Any, names: dict[torch.fx.Node, Any], where: str) -> Any:
     return v
 
 
-def _output_name(names: dict[torch.fx.Node, Any], v: Any) -> str:
-    ref = names.get(v) if isinstance(v, torch.fx.Node) else None
-    if not isinstance(ref, Ref):
-        raise ExportError("model output", "tensors only", repr(v),
+def _outputs(fx_node: torch.fx.Node, values: dict[torch.fx.Node, Any]) -> list[str]:
+    """Names of the tensor outputs; constant outputs (None, ints) are not program outputs."""
+    names = []
+    for v in fx_node.args[0]:
+        ref = values.get(v) if isinstance(v, torch.fx.Node) else None
+        if isinstance(ref, Ref):
+            names.append(ref.name)
+        elif not isinstance(ref if isinstance(v, torch.fx.Node) else v, (*_STATIC, type(None))):
+            raise ExportError("model output", "tensors (or constants, which are dropped)",
+                              repr(v), "return tensors from forward()")
+    if not names:
+        raise ExportError("model outputs", "at least one tensor", "none",
                           "return a tensor or a tuple of tensors from forward()")
-    return ref.name
+    return names

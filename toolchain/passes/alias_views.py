@@ -3,8 +3,9 @@
 Rewrites: every view op (view/reshape/permute/expand/slice/select/squeeze/split/...) is removed;
     its output tensor gets ``view_of`` (the root storage), element ``strides`` and ``offset``. A
     reshape of data that cannot be described by strides gets a contiguous ``aten::clone`` first.
-    A ``clone`` of data already contiguous in NEE's layout is an alias too (graphs are
-    functional, and in-place reuse later checks every reader of a storage).
+    A ``clone`` or same-dtype ``_to_copy`` of data already contiguous in NEE's layout is an
+    alias too (graphs are functional, and in-place reuse later checks every reader of a
+    storage).
 Requires: captured graph (functional ATen ops).
 Ensures: "views_aliased": no view op remains; every view points at a root storage and fits in it.
 """
@@ -23,10 +24,12 @@ def alias_views(graph: Graph) -> Graph:
     """Apply the rewrite described in the module docstring."""
     nodes: list[Node] = []
     for node in graph.nodes:
-        rule = VIEW_RULES.get(node.op) or ALIAS_IF_CONTIGUOUS.get(node.op)
+        rule = VIEW_RULES.get(node.op)
         if rule is None:
-            nodes.append(node)
-            continue
+            if not _copy_of_contiguous(graph, node):
+                nodes.append(node)
+                continue
+            rule = _clone
         base = graph.tensors[node.args["self"].name]
         layouts = rule(base, node, [graph.tensors[o] for o in node.outputs])
         if layouts is None:  # not expressible as a view of this layout: copy first
@@ -84,8 +87,16 @@ def _reshape(base: Tensor, node: Node, outs: list[Tensor]) -> list[Layout] | Non
     return None if strides is None else [(strides, 0)]
 
 
-def _clone(base: Tensor, node: Node, outs: list[Tensor]) -> list[Layout] | None:
-    return [(contiguous_strides(base.shape), 0)] if base.is_contiguous else None
+def _clone(base: Tensor, node: Node, outs: list[Tensor]) -> list[Layout]:
+    return [(contiguous_strides(base.shape), 0)]
+
+
+def _copy_of_contiguous(graph: Graph, node: Node) -> bool:
+    """A copy (COPIES) of contiguous data into the same dtype: an alias suffices."""
+    if node.op not in COPIES:
+        return False
+    base, out = graph.tensors[node.args["self"].name], graph.tensors[node.outputs[0]]
+    return base.is_contiguous and base.dtype == out.dtype
 
 
 def _permute(base: Tensor, node: Node, outs: list[Tensor]) -> list[Layout]:
@@ -169,5 +180,5 @@ VIEW_RULES: dict[str, ViewRule] = {
     "aten::unbind.int": _unbind,
     "aten::as_strided.default": _as_strided,
 }
-# Copies that become aliases when their input's layout allows it (else they stay copies).
-ALIAS_IF_CONTIGUOUS: dict[str, ViewRule] = {"aten::clone.default": _clone}
+# Copies that become aliases of contiguous data of the same dtype (else they stay copies).
+COPIES = frozenset({"aten::clone.default", "aten::_to_copy.default"})

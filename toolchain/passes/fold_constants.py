@@ -1,7 +1,9 @@
 """Pass: evaluate at export every call whose inputs are all constants.
 
 Rewrites: a node reading only constants (weights, folded values, or nothing, like ``full``) is
-    run once with the runtime's own numpy kernel and its outputs become constants; a
+    run once with the runtime's own numpy kernel and its outputs become constants (one whose
+    elements are all equal, like a mask made with ``full``, is stored as one element broadcast
+    by zero strides, so it costs nothing in the bundle); a
     non-contiguous view of a constant (a weight ``permute``/``transpose``) becomes a contiguous
     constant of its own, so kernels read weights in the layout they use. Broadcast views (a zero
     stride) stay views: materialising them would only grow the bundle.
@@ -15,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from runtime_py.kernels import KERNELS, numpy_mode
-from toolchain.ir import Graph, Node, Ref, node_inputs
+from toolchain.ir import Graph, Node, Ref, Tensor, node_inputs
 
 
 def fold_constants(graph: Graph) -> Graph:
@@ -43,12 +45,27 @@ def _evaluate(graph: Graph, node: Node) -> None:
         KERNELS[node.op].fn(**args, **outs)
     for name, value in zip(node.outputs, outs.values(), strict=True):
         t = graph.tensors[name]
-        t.kind, t.data = "const", value
+        if value.size > 1 and _uniform(value):
+            root = f"{name}_value"
+            graph.tensors[root] = Tensor(root, (1,), t.dtype, "const", value.reshape(-1)[:1].copy())
+            for view in [t, *(v for v in graph.tensors.values() if v.view_of == name)]:
+                view.view_of, view.strides, view.offset = root, (0,) * len(view.shape), 0
+        else:
+            t.kind, t.data = "const", value
+
+
+def _uniform(value: np.ndarray) -> bool:
+    """Whether every element equals the first (NaNs count as equal)."""
+    first = value.reshape(-1)[0]
+    same = value == first
+    if value.dtype.kind == "f" and first != first:
+        same = np.isnan(value)
+    return bool(same.all())
 
 
 def _value(graph: Graph, v: object) -> object:
     if isinstance(v, Ref):
         return graph.const_value(v.name)
-    if isinstance(v, list) and v and all(isinstance(x, Ref) for x in v):
-        return [graph.const_value(x.name) for x in v]
+    if isinstance(v, list) and any(isinstance(x, Ref) for x in v):  # None entries stay None
+        return [graph.const_value(x.name) if isinstance(x, Ref) else x for x in v]
     return tuple(v) if isinstance(v, list) else v

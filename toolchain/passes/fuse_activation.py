@@ -3,10 +3,14 @@
 Rewrites: ``aten::convolution.out(..., out=X)`` then ``aten::relu.out(X, out=Y)`` becomes
     ``nee::convolution_act.out(..., activation="aten::relu.out", out=Y)``; the activation's own
     arguments ride along prefixed ``act_`` (``act_min_val`` for hardtanh). Same for
-    ``aten::addmm.out`` -> ``nee::addmm_act.out``. The kernel applies the activation in place on
+    ``aten::addmm.out`` -> ``nee::addmm_act.out`` and ``aten::mm.out`` (a linear layer without
+    bias) -> ``nee::mm_act.out``. The kernel applies the activation in place on
     its output, saving one pass over memory and the intermediate buffer X.
+    X may reach the activation through a whole contiguous reshape (a linear layer on 3-D input
+    is a 2-D addmm viewed back as 3-D): the fused kernel writes Y viewed in X's shape.
 Requires: "out_variant"; the activation is a unary op in ACTIVATIONS with an in-place safe
-    kernel (``Kernel.inplace``); X is read only by the activation and is not a graph output.
+    kernel (``Kernel.inplace``); X (and any view of it) is read only by the activation and is
+    not a graph output.
 Ensures: no fusable producer/activation pair remains.
 """
 
@@ -18,6 +22,7 @@ from toolchain.ir import Graph, Node, Ref
 FUSED = {
     "aten::convolution.out": "nee::convolution_act.out",
     "aten::addmm.out": "nee::addmm_act.out",
+    "aten::mm.out": "nee::mm_act.out",
 }
 # Unary activations (one tensor argument, ``self``) that may ride on a fused producer.
 ACTIVATIONS = frozenset({
@@ -33,7 +38,7 @@ def fuse_activation(graph: Graph) -> Graph:
     fused: set[int] = set()
     for act in graph.nodes:
         source = act.args.get("self")
-        first = producer.get(source.name) if isinstance(source, Ref) else None
+        first = producer.get(graph.storage_of(source.name)) if isinstance(source, Ref) else None
         if first is not None and _fusable(graph, first, act, readers):
             _fuse(graph, first, act)
             fused.add(id(act))
@@ -41,9 +46,15 @@ def fuse_activation(graph: Graph) -> Graph:
     return graph
 
 
+def _views_of(graph: Graph, name: str) -> list[str]:
+    return [t.name for t in graph.tensors.values() if t.view_of == name]
+
+
 def _fusable(graph: Graph, first: Node, act: Node, readers: dict[str, list[Node]]) -> bool:
-    x = first.outputs[0]
+    x, y = graph.tensors[first.outputs[0]], graph.tensors[act.outputs[0]]
+    seen = graph.tensors[act.args["self"].name]  # x itself or a whole reshape of it
     kernel = KERNELS.get(act.op)
+    names = [x.name, *_views_of(graph, x.name)]
     return (
         first.op in FUSED
         and act.op in ACTIVATIONS
@@ -51,15 +62,17 @@ def _fusable(graph: Graph, first: Node, act: Node, readers: dict[str, list[Node]
         and kernel is not None
         and kernel.inplace
         and len(act.outputs) == 1
-        and readers.get(x) == [act]
-        and x not in graph.outputs
-        and graph.tensors[x].shape == graph.tensors[act.outputs[0]].shape
-        and graph.tensors[x].dtype == graph.tensors[act.outputs[0]].dtype
+        and x.view_of is None
+        and (seen is x or (seen.is_contiguous and seen.offset == 0 and seen.nbytes == x.nbytes))
+        and [r for n in names for r in readers.get(n, [])] == [act]
+        and not set(names) & set(graph.outputs)
+        and x.nbytes == y.nbytes and x.dtype == y.dtype
     )
 
 
 def _fuse(graph: Graph, first: Node, act: Node) -> None:
-    del graph.tensors[first.outputs[0]]
+    for name in [first.outputs[0], *_views_of(graph, first.outputs[0])]:
+        del graph.tensors[name]
     first.op = FUSED[first.op]
     first.args["activation"] = act.op
     for key, value in act.args.items():

@@ -5,6 +5,8 @@ Rewrites: ``aten::add.Tensor(self, other)`` -> ``aten::add.out(self, other, out=
     tensors, which the memory planner later places. Arguments the out overload does not take
     (dtype/device options implied by the out tensor) are dropped.
 Requires: "views_aliased" (view ops have no out-variant; they are aliases by now).
+    Ops ATen has no out overload for that NEE runs as a kernel of its own (NEE_OUT_VARIANTS:
+    attention) become that ``nee::`` out op with the same arguments plus ``out``.
 Ensures: "out_variant": every node whose op has an out overload is an out call; ops without
     one are left as they are for ``check_supported`` to report with their source lines.
 """
@@ -16,11 +18,20 @@ import torch
 from toolchain.export.out_variant import canonical_name, find_out_variant, out_arg_names
 from toolchain.ir import Graph, Node, Ref
 
+# Functional ATen op -> NEE's out op taking the same arguments plus ``out``.
+NEE_OUT_VARIANTS = {
+    "aten::scaled_dot_product_attention.default": "nee::scaled_dot_product_attention.out",
+}
+
 
 def to_out_variant(graph: Graph) -> Graph:
     """Apply the rewrite described in the module docstring."""
     for node in graph.nodes:
         if node.out_names:
+            continue
+        if node.op in NEE_OUT_VARIANTS:
+            node.op, node.out_names = NEE_OUT_VARIANTS[node.op], ["out"]
+            node.args["out"] = Ref(node.outputs[0])
             continue
         out_op = find_out_variant(overload(node.op))
         if out_op is not None:

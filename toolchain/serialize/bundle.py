@@ -146,6 +146,10 @@ def _arg(name: str, value: Any, index: dict[str, int]) -> Any:
     values = list(value) if is_list else [value]
     if not values:
         return ArgT(name=name, kind=ArgKind.IntList, ints=[])
+    if None in values and any(isinstance(v, Ref) for v in values):
+        return ArgT(name=name, kind=ArgKind.OptionalTensorList,
+                    ints=[int(v is not None) for v in values],
+                    tensors=[index[v.name] for v in values if v is not None])
     for test, one, many, field, encode in _ARG_KINDS:
         if all(test(v) for v in values):
             encoded = [index[v.name] if encode is None else encode(v) for v in values]
