@@ -1,12 +1,14 @@
 """Median latency of the NEE numpy runtime vs torch eager, per model, at 1 and 2 threads.
 
-Usage: python bench/latency.py [--models a,b] [--runs N] [--profile] [--executorch]
-Each thread count runs in a fresh subprocess (BLAS/OpenMP thread pools are fixed at start-up),
-with NEE and torch eager measured in that same process on the same inputs. Prints the ratio
-NEE / torch (lower is better; the target is <= 1.5 on mobilenet_v2, resnet18 and transformer) and,
-with --profile, the per-op breakdown of the slowest model. With --executorch (needs
-``pip install executorch==1.5.1``) the peer runtime is timed too: its portable CPU kernels
-(the same role as NEE's numpy kernels) and its XNNPACK delegate.
+Usage: python bench/latency.py [--models a,b | --tier] [--runs N] [--profile] [--executorch]
+``--tier`` times the real-model tier (tests/models/tier.py: HF transformers models and the
+in-project CNNs; the target there is NEE/torch <= 1.0 on each). Each thread count runs in a
+fresh subprocess (BLAS/OpenMP thread pools are fixed at start-up), with NEE and torch eager
+measured in that same process on the same inputs. Prints the ratio NEE / torch (lower is better;
+the target is <= 1.5 on mobilenet_v2, resnet18 and transformer) and, with --profile, the per-op
+breakdown of the slowest model. With --executorch (needs ``pip install executorch==1.5.1``) the
+peer runtime is timed too: its portable CPU kernels (the same role as NEE's numpy kernels) and
+its XNNPACK delegate.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ["mlp", "cnn", "mobilenet_v2", "mobilenet_v3_small", "resnet18", "transformer", "gru"]
+TIER_FILE = ROOT / "tests" / "models" / "tier.py"  # build(name): tier models and examples
 THREADS = (1, 2)
 
 
@@ -64,10 +67,10 @@ def measure(models: list[str], runs: int, threads: int, peer: bool) -> list[dict
 
     torch.set_num_threads(threads)
     rows = []
+    tier = load_file(TIER_FILE)
     with tempfile.TemporaryDirectory() as tmp:
         for name in models:
-            module = load_file(ROOT / "examples" / f"{name}.py")
-            model, inputs = module.Model().eval(), module.example_inputs()
+            model, inputs = tier.build(name)
             write_bundle(export(model, inputs, name=name), Path(tmp) / f"{name}.nee")
             program = Program.load(Path(tmp) / f"{name}.nee")
             arrays = [t.numpy() for t in inputs]
@@ -104,12 +107,18 @@ def _print_profile(row: dict) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--tier", action="store_true", help="time the real-model tier")
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--executorch", action="store_true", help="time ExecuTorch too")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    models = args.models.split(",")
+    if args.tier:
+        from toolchain.modules import load_file
+
+        models = list(load_file(TIER_FILE).TIER)
+    else:
+        models = args.models.split(",")
     if args.child:
         print(json.dumps(measure(models, args.runs, args.child, args.executorch)))
         return
