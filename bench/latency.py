@@ -4,9 +4,10 @@ Usage: python bench/latency.py [--models a,b | --tier] [--runs N] [--profile] [-
 ``--tier`` times the real-model tier (tests/models/tier.py: HF transformers models and the
 in-project CNNs; the target there is NEE/torch <= 1.0 on each). Each thread count runs in a
 fresh subprocess (BLAS/OpenMP thread pools are fixed at start-up), with NEE and torch eager
-measured in that same process on the same inputs. Prints the ratio NEE / torch (lower is better;
-the target is <= 1.5 on mobilenet_v2, resnet18 and transformer) and, with --profile, the per-op
-breakdown of the slowest model. With --executorch (needs ``pip install executorch==1.5.1``) the
+measured in that same process on the same inputs, run for run alternately. Prints the median of
+the per-pair ratios NEE / torch and their quartiles (lower is better; the target is <= 1.5 on
+mobilenet_v2, resnet18 and transformer) and, with --profile, the per-op breakdown of the slowest
+model. With --executorch (needs ``pip install executorch==1.5.1``) the
 peer runtime is timed too: its portable CPU kernels (the same role as NEE's numpy kernels) and
 its XNNPACK delegate.
 """
@@ -37,6 +38,20 @@ def _median_ms(fn, runs: int) -> float:
         fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times) * 1e3
+
+
+def _paired_ms(first, second, runs: int) -> tuple[float, float, list[float]]:
+    """Median ms of ``first`` and ``second`` timed alternately (run i of each back to back, so
+    machine noise hits both alike), and the per-pair ratios second/first, sorted."""
+    first(), second()  # warm-up
+    a, b = [], []
+    for _ in range(runs):
+        for fn, times in ((first, a), (second, b)):
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+    ratios = sorted(y / x for x, y in zip(a, b, strict=True))
+    return statistics.median(a) * 1e3, statistics.median(b) * 1e3, ratios
 
 
 def executorch_ms(model, inputs, runs: int) -> dict[str, float]:
@@ -75,11 +90,13 @@ def measure(models: list[str], runs: int, threads: int, peer: bool) -> list[dict
             program = Program.load(Path(tmp) / f"{name}.nee")
             arrays = [t.numpy() for t in inputs]
             with torch.no_grad():
-                torch_ms = _median_ms(lambda m=model, i=inputs: m(*i), runs)
-            nee_ms = _median_ms(lambda p=program, a=arrays: p.run(*a), runs)
+                torch_ms, nee_ms, ratios = _paired_ms(lambda m=model, i=inputs: m(*i),
+                                                      lambda p=program, a=arrays: p.run(*a), runs)
             profile = [(call.op, t) for call, t in program.profile(*arrays)]
+            quartiles = (ratios[len(ratios) // 4], ratios[(3 * len(ratios)) // 4])
             rows.append({"model": name, "threads": threads, "nee_ms": nee_ms,
-                         "torch_ms": torch_ms, "profile": profile,
+                         "torch_ms": torch_ms, "ratio": statistics.median(ratios),
+                         "quartiles": quartiles, "profile": profile,
                          **(executorch_ms(model, inputs, runs) if peer else {})})
     return rows
 
@@ -124,16 +141,18 @@ def main() -> None:
         return
     rows = [row for n in THREADS for row in _run_child(models, args.runs, n, args.executorch)]
     peer = " ET-portable/NEE ET-xnnpack/NEE" if args.executorch else ""
-    print(f"{'model':20s} {'threads':>7s} {'NEE ms':>9s} {'torch ms':>9s} {'NEE/torch':>9s}{peer}")
+    print(f"{'model':20s} {'threads':>7s} {'NEE ms':>9s} {'torch ms':>9s} {'NEE/torch':>9s} "
+          f"{'(quartiles of paired runs)':>26s}{peer}")
     for row in rows:
+        low, high = row["quartiles"]
         line = (f"{row['model']:20s} {row['threads']:7d} {row['nee_ms']:9.3f} "
-                f"{row['torch_ms']:9.3f} {row['nee_ms'] / row['torch_ms']:9.2f}")
+                f"{row['torch_ms']:9.3f} {row['ratio']:9.2f} {f'{low:.2f}-{high:.2f}':>26s}")
         if args.executorch:
             line += (f" {row['et_portable_ms'] / row['nee_ms']:15.2f}"
                      f" {row['et_xnnpack_ms'] / row['nee_ms']:15.2f}")
         print(line)
     if args.profile:
-        _print_profile(max(rows, key=lambda r: r["nee_ms"] / r["torch_ms"]))
+        _print_profile(max(rows, key=lambda r: r["ratio"]))
 
 
 if __name__ == "__main__":

@@ -341,6 +341,40 @@ def _inplace(fn: KernelFn, dtypes: frozenset[str],
     return Kernel(fn, dtypes, inplace=True, scratch=scratch)
 
 
+BLOCK_ELEMENTS = 32 * 1024  # unary chains run in blocks this big: their passes stay in cache
+
+
+def _blocks(a: np.ndarray) -> list[np.ndarray]:
+    """``a`` cut along its first dim longer than 1 into views of about BLOCK_ELEMENTS."""
+    axis = next((d for d, n in enumerate(a.shape) if n > 1), None)
+    if axis is None:
+        return [a]
+    step = max(1, BLOCK_ELEMENTS // math.prod(a.shape[axis + 1:]))
+    lead = (slice(None),) * axis
+    return [a[(*lead, slice(i, i + step))] for i in range(0, a.shape[axis], step)]
+
+
+def _in_blocks(fn: KernelFn, dtypes: frozenset[str], scratch: Callable[..., int]) -> Kernel:
+    """A unary chain of passes ``fn(self, ..., out, scratch)`` run block by block (``_blocks``):
+    1.5x faster for GELU's 19 passes at 221k elements, and the scratch is one block's."""
+
+    @functools.wraps(fn)
+    def prepare(self: np.ndarray, *, out: np.ndarray, **args: object) -> Bound:
+        calls = [functools.partial(fn, part, out=dst, **args)
+                 for part, dst in zip(_blocks(self), _blocks(out), strict=True)]
+
+        def run() -> None:
+            for call in calls:
+                call()
+
+        return run
+
+    def block_scratch(self: np.ndarray, **args: object) -> int:
+        return scratch(_blocks(self)[0], **args)
+
+    return Kernel.prepared(prepare, dtypes, inplace=True, scratch=block_scratch)
+
+
 _COMPARISONS = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
                 "gt": np.greater, "ge": np.greater_equal}
 
@@ -385,16 +419,16 @@ KERNELS: dict[str, Kernel] = {
     "aten::round.decimals_out": _inplace(round_, FLOAT),
     "aten::sign.out": _inplace(sign, ALL),
     "aten::rsqrt.out": _inplace(rsqrt, FLOAT),
-    "aten::erf.out": _inplace(erf, FLOAT, like_self(2)),
+    "aten::erf.out": _in_blocks(erf, FLOAT, like_self(2)),
     "aten::sigmoid.out": _inplace(sigmoid, FLOAT),
-    "aten::silu.out": _inplace(silu, FLOAT, like_self(1)),
-    "aten::gelu.out": _inplace(gelu, FLOAT, _gelu_scratch),
+    "aten::silu.out": _in_blocks(silu, FLOAT, like_self(1)),
+    "aten::gelu.out": _in_blocks(gelu, FLOAT, _gelu_scratch),
     "aten::relu.out": _inplace(relu, NUMERIC),
-    "aten::leaky_relu.out": _inplace(leaky_relu, FLOAT, like_self(1, "bool")),
-    "aten::elu.out": _inplace(elu, FLOAT, like_self(1, "bool")),
+    "aten::leaky_relu.out": _in_blocks(leaky_relu, FLOAT, like_self(1, "bool")),
+    "aten::elu.out": _in_blocks(elu, FLOAT, like_self(1, "bool")),
     "aten::hardtanh.out": _inplace(hardtanh, FLOAT),
     "aten::hardsigmoid.out": _inplace(hardsigmoid, FLOAT),
-    "aten::hardswish.out": _inplace(hardswish, FLOAT, like_self(1)),
+    "aten::hardswish.out": _in_blocks(hardswish, FLOAT, like_self(1)),
     "aten::clamp.out": _inplace(clamp, NUMERIC),
     "aten::clamp.Tensor_out": _inplace(clamp, NUMERIC),
     "aten::where.self_out": _inplace(where, ALL, _where_scratch),

@@ -194,20 +194,32 @@ def _softmax(self: np.ndarray, dim: int, out: np.ndarray, scratch: np.ndarray | 
     ws = Workspace(scratch)
     stat = ws.take((*rows.shape[:-1], 1), "float32")
     exp = ws.take(rows.shape, "float32") if log else rows
+    row_sums = _row_sums(exp, stat)
 
     def run() -> None:
         np.copyto(out, self)
         np.maximum.reduce(rows, axis=-1, keepdims=True, out=stat)
         np.subtract(rows, stat, out=rows)
         np.exp(rows, out=exp)
-        np.add.reduce(exp, axis=-1, keepdims=True, out=stat)
+        row_sums()
         if log:
             np.log(stat, out=stat)
             np.subtract(rows, stat, out=rows)
         else:
-            np.divide(rows, stat, out=rows)
+            np.reciprocal(stat, out=stat)
+            np.multiply(rows, stat, out=rows)
 
     return run
+
+
+def _row_sums(rows: np.ndarray, sums: np.ndarray) -> Bound:
+    """The call summing ``rows`` along the last axis into ``sums`` (keepdims shape): a product
+    with a ones column (one BLAS gemv, ~10x numpy's short-row sums) when ``rows`` is
+    contiguous, else numpy's reduction."""
+    if not rows.flags.c_contiguous:
+        return functools.partial(np.add.reduce, rows, axis=-1, keepdims=True, out=sums)
+    ones = np.ones((rows.shape[-1], 1), rows.dtype)
+    return functools.partial(np.matmul, rows, ones, out=sums)
 
 
 def softmax(self: np.ndarray, dim: int, half_to_float: bool, *, out: np.ndarray,

@@ -395,3 +395,13 @@ def test_isnan_isinf(op: torch._ops.OpOverload, dtype: torch.dtype) -> None:
     special = torch.tensor([float("nan"), float("inf"), -float("inf"), 0.0, 1e38, -1.0])
     x = torch.cat([special, random((6,))]) if dtype == torch.float32 else random((12,), dtype)
     check_op(op, self=with_layout(x.reshape(3, 4), "transposed"))
+
+
+@pytest.mark.parametrize("shape", [(3, 50_000), (1, 5, 120, 120), (70_000,)])
+@pytest.mark.parametrize("op", [aten.gelu.default, aten.silu.default, aten.hardswish.default,
+                                aten.erf.default, aten.leaky_relu.default, aten.elu.default])
+def test_chains_in_blocks_over_large_tensors(op: torch._ops.OpOverload,
+                                             shape: tuple[int, ...]) -> None:
+    """Multi-pass activations run in cache-sized blocks (several here, the last one short);
+    strided input too."""
+    check_op(op, self=with_layout(random(shape, scale=3), "strided"))
