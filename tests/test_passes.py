@@ -15,6 +15,7 @@ from toolchain.errors import ExportError
 from toolchain.export import export
 from toolchain.ir import Node, Ref
 from toolchain.passes.alias_views import reshape_strides
+from toolchain.passes.check_supported import close_ops
 from toolchain.pipeline import PASSES
 from toolchain.verify import VerifyError, verify
 
@@ -219,3 +220,11 @@ def test_activation_fuses_through_the_reshape_of_a_linear_layer(tmp_path):
     result = run_both(FeedForward(), torch.randn(2, 5, 8), tmp_path=tmp_path)
     ops = [(n.op, n.args.get("activation")) for n in result.graph.nodes]
     assert ops == [("nee::addmm_act.out", "aten::gelu.out"), ("aten::addmm.out", None)]
+
+
+def test_close_ops_are_only_related_ones():
+    assert "aten::full.out" in close_ops("aten::full_like.out")
+    assert "aten::max_pool2d_with_indices.out" in close_ops("aten::max_pool3d_with_indices.out")
+    assert "aten::tanh.out" not in close_ops("aten::any.out")
+    assert "aten::scalar_tensor.out" not in close_ops("aten::slice_scatter.out")
+    assert close_ops("aten::special_bessel_j0.out") == []
