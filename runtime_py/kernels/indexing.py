@@ -58,9 +58,10 @@ def _check(index: np.ndarray, n: int, negative: bool) -> bool:
     return bool(lo < 0)
 
 
-def _take(self: np.ndarray, axis: int, index: np.ndarray, out: np.ndarray,
-          negative: bool) -> Bound:
-    """out = ``self`` indexed along ``axis`` by ``index`` (its dims replace that axis)."""
+def take(self: np.ndarray, axis: int, index: np.ndarray, out: np.ndarray,
+         negative: bool) -> Bound:
+    """The call: out = ``self`` indexed along ``axis`` by ``index`` (its dims replace that
+    axis), indices checked first (``_check``)."""
     n = self.shape[axis]
 
     def run() -> None:
@@ -135,7 +136,7 @@ def _gather_scratch(index: np.ndarray, **_: object) -> int:
 
 
 def index_select(self: np.ndarray, dim: int, index: np.ndarray, *, out: np.ndarray) -> Bound:
-    return _take(self, dim, index.reshape(-1), out, negative=False)
+    return take(self, dim, index.reshape(-1), out, negative=False)
 
 
 def _index_tensors(indices: Indices) -> list[tuple[int, np.ndarray]]:
@@ -181,7 +182,7 @@ def index(self: np.ndarray, indices: Indices, *, out: np.ndarray,
     """``self[indices]`` (None entries take the whole dim), negative indices from the end."""
     used = _index_tensors(indices)
     if len(used) == 1:
-        return _take(self, *used[0], out, negative=True)
+        return take(self, *used[0], out, negative=True)
     layout = _Layout.of(self.shape, used)
     terms = [(d, layout.place(index), True) for d, index in used]
     return _lookup(self, terms, layout.kept, out, Workspace(scratch))

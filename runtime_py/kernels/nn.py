@@ -27,6 +27,7 @@ from runtime_py.kernels._common import (
     expand_param,
     workspace_bytes,
 )
+from runtime_py.kernels.indexing import constant_pad_nd, take
 
 IntList = Sequence[int] | int
 
@@ -97,18 +98,8 @@ def _fill_padded(buf: np.ndarray, x: np.ndarray, pads: tuple[tuple[int, int], ..
                  value: float) -> Bound:
     """The call writing ``x`` into the (..., H, W) view ``buf`` inside a border of ``value``
     (``pads``: (before, after) per dim; None: no border)."""
-    (top, _), (left, _) = pads or ((0, 0), (0, 0))
-    h, w = x.shape[-2:]
-    border = (buf[..., :top, :], buf[..., top + h:, :], buf[..., top:top + h, :left],
-              buf[..., top:top + h, left + w:])
-    interior = buf[..., top:top + h, left:left + w]
-
-    def fill() -> None:
-        for region in border:
-            region.fill(value)
-        np.copyto(interior, x)
-
-    return fill
+    (top, bottom), (left, right) = pads or ((0, 0), (0, 0))
+    return constant_pad_nd(x, (left, right, top, bottom), value, out=buf)
 
 
 def _nothing() -> None:
@@ -307,15 +298,13 @@ def _depthwise_channels_last(x: np.ndarray, weight: np.ndarray, plan: _ConvPlan,
     image with many channels every numpy loop then runs over the channels instead of one short
     image row. The (taps, channels) weight matrix is made once, at load."""
     ws = Workspace(scratch)
-    padded = ws.take(plan.padded, out.dtype)
+    padded = ws.take(plan.padded, out.dtype).transpose(0, 3, 1, 2)  # (N, C, Hp, Wp) view
     acc, prod = ws.take(plan.work, out.dtype)
-    fill = _fill_padded(padded.transpose(0, 3, 1, 2), x, plan.pads, 0)
-    (kh, kw), (sh, sw), (dh, dw), (ho, wo) = (plan.win.kernel, plan.win.stride,
-                                              plan.win.dilation, plan.win.out_hw)
-    taps = [padded[:, i * dh: i * dh + (ho - 1) * sh + 1: sh, j * dw: j * dw + (wo - 1) * sw + 1:
-                   sw] for i in range(kh) for j in range(kw)]
+    # taps back in channels-last order, so that numpy's loops need not reorder axes (~10%)
+    taps = [tap.transpose(0, 2, 3, 1) for _, _, tap in plan.win.taps(padded)]
     weights = np.ascontiguousarray(weight.reshape(weight.shape[0], -1).T)
-    return _tap_sum(fill, taps, list(weights), acc, prod, acc.transpose(0, 3, 1, 2), out)
+    return _tap_sum(_fill_padded(padded, x, plan.pads, 0), taps, list(weights), acc, prod,
+                    acc.transpose(0, 3, 1, 2), out)
 
 
 def _phase_fill(x: np.ndarray, plane: np.ndarray, origin: tuple[int, int],
@@ -592,15 +581,7 @@ def embedding(weight: np.ndarray, indices: np.ndarray, padding_idx: int = -1,
               out: np.ndarray) -> Bound:
     """out = weight[indices] (padding_idx/scale_grad_by_freq/sparse only affect gradients)."""
     del padding_idx, scale_grad_by_freq, sparse
-    rows = weight.shape[0]
-
-    def run() -> None:
-        if indices.size and not (np.minimum.reduce(indices, axis=None) >= 0
-                                 and np.maximum.reduce(indices, axis=None) < rows):
-            raise IndexError(f"embedding index out of range [0, {rows})")
-        np.take(weight, indices, axis=0, out=out, mode="clip")  # "raise" buffers the output
-
-    return run
+    return take(weight, 0, indices, out, negative=False)
 
 
 def native_group_norm(input: np.ndarray, weight: np.ndarray | None, bias: np.ndarray | None,

@@ -247,10 +247,10 @@ def _outputs(fx_node: torch.fx.Node, values: dict[torch.fx.Node, Any]) -> list[s
     """Names of the tensor outputs; constant outputs (None, ints) are not program outputs."""
     names = []
     for v in fx_node.args[0]:
-        ref = values.get(v) if isinstance(v, torch.fx.Node) else None
-        if isinstance(ref, Ref):
-            names.append(ref.name)
-        elif not isinstance(ref if isinstance(v, torch.fx.Node) else v, (*_STATIC, type(None))):
+        value = values.get(v) if isinstance(v, torch.fx.Node) else v
+        if isinstance(value, Ref):
+            names.append(value.name)
+        elif not isinstance(value, (*_STATIC, type(None))):
             raise ExportError("model output", "tensors (or constants, which are dropped)",
                               repr(v), "return tensors from forward()")
     if not names:

@@ -34,27 +34,27 @@ ACTIVATIONS = frozenset({
 
 def fuse_activation(graph: Graph) -> Graph:
     """Apply the rewrite described in the module docstring."""
-    readers, producer = graph.readers(), graph.producers()
+    producer = graph.producers()
+    readers: dict[str, list[Node]] = {}  # by storage: the readers of a tensor and its views
+    for name, nodes in graph.readers().items():
+        readers.setdefault(graph.storage_of(name), []).extend(nodes)
+    outputs = {graph.storage_of(name) for name in graph.outputs}
     fused: set[int] = set()
     for act in graph.nodes:
         source = act.args.get("self")
         first = producer.get(graph.storage_of(source.name)) if isinstance(source, Ref) else None
-        if first is not None and _fusable(graph, first, act, readers):
+        if first is not None and _fusable(graph, first, act, readers, outputs):
             _fuse(graph, first, act)
             fused.add(id(act))
     graph.nodes = [n for n in graph.nodes if id(n) not in fused]
     return graph
 
 
-def _views_of(graph: Graph, name: str) -> list[str]:
-    return [t.name for t in graph.tensors.values() if t.view_of == name]
-
-
-def _fusable(graph: Graph, first: Node, act: Node, readers: dict[str, list[Node]]) -> bool:
+def _fusable(graph: Graph, first: Node, act: Node, readers: dict[str, list[Node]],
+             outputs: set[str]) -> bool:
     x, y = graph.tensors[first.outputs[0]], graph.tensors[act.outputs[0]]
     seen = graph.tensors[act.args["self"].name]  # x itself or a whole reshape of it
     kernel = KERNELS.get(act.op)
-    names = [x.name, *_views_of(graph, x.name)]
     return (
         first.op in FUSED
         and act.op in ACTIVATIONS
@@ -64,14 +64,15 @@ def _fusable(graph: Graph, first: Node, act: Node, readers: dict[str, list[Node]
         and len(act.outputs) == 1
         and x.view_of is None
         and (seen is x or (seen.is_contiguous and seen.offset == 0 and seen.nbytes == x.nbytes))
-        and [r for n in names for r in readers.get(n, [])] == [act]
-        and not set(names) & set(graph.outputs)
+        and readers.get(x.name) == [act]
+        and x.name not in outputs
         and x.nbytes == y.nbytes and x.dtype == y.dtype
     )
 
 
 def _fuse(graph: Graph, first: Node, act: Node) -> None:
-    for name in [first.outputs[0], *_views_of(graph, first.outputs[0])]:
+    x = first.outputs[0]
+    for name in [name for name, t in graph.tensors.items() if name == x or t.view_of == x]:
         del graph.tensors[name]
     first.op = FUSED[first.op]
     first.args["activation"] = act.op
