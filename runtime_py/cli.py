@@ -9,11 +9,18 @@ from pathlib import Path
 import click
 import numpy as np
 
+from runtime_py import __version__
 from runtime_py.errors import NeeError
+from runtime_py.format import SCHEMA_VERSION
 from runtime_py.program import Program
+
+# --version on every NEE command: the package's and the bundle schema's versions.
+version_option = click.version_option(
+    __version__, prog_name="nee", message=f"%(prog)s %(version)s, bundle schema {SCHEMA_VERSION}")
 
 
 @click.command()
+@version_option
 @click.argument("bundle", type=click.Path(dir_okay=False))
 @click.option("--input", "-i", "inputs", multiple=True, type=click.Path(exists=True),
               help="An input .npy (one per program input, in order) or one .npz holding all.")

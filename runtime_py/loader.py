@@ -51,6 +51,8 @@ def load_bundle(path: str | Path, *, check_kernels: bool = True) -> LoadedBundle
     size = _check_header(path, data)
     try:
         bundle = BundleT.InitFromObj(Bundle.GetRootAs(data, SIZE_PREFIX_BYTES))
+        if bundle.outputNames is not None:  # flatc's object API leaves string vectors as bytes
+            bundle.outputNames = [n.decode("utf-8") for n in bundle.outputNames]
     except _DECODE_ERRORS as e:
         raise BundleError(path, "a well-formed NEE flatbuffer", f"corrupt data ({e})",
                           "the file is damaged; export it again") from e
@@ -184,6 +186,18 @@ def _check_tensors(b: LoadedBundle) -> None:
     for k in ints(b.bundle.inputs):
         if b.bundle.tensors[k].storageKind != StorageKind.Arena:
             raise _fail(b, f"input {b.bundle.tensors[k].name}", "an arena tensor", "a constant")
+    names = b.bundle.outputNames
+    count = len(ints(b.bundle.outputs))
+    if names is not None and (len(names) != count or not all(names)
+                              or len(set(names)) != len(names)):
+        raise _fail(b, "output names", f"{count} distinct non-empty names", repr(names))
+
+
+def output_names(bundle: BundleT) -> list[str]:
+    """The names the model gives its outputs (tensor names in bundles that store none)."""
+    if bundle.outputNames is not None:
+        return list(bundle.outputNames)
+    return [bundle.tensors[k].name for k in ints(bundle.outputs)]
 
 
 # Which Arg field each kind reads, and how many values it needs at least.

@@ -19,7 +19,7 @@ from runtime_py.fbs.ArgKind import ArgKind
 from runtime_py.fbs.StorageKind import StorageKind
 from runtime_py.format import DTYPES, SEGMENT_ALIGNMENT
 from runtime_py.kernels import KERNELS, Bound, configure_numpy
-from runtime_py.loader import LoadedBundle, ints, load_bundle
+from runtime_py.loader import LoadedBundle, ints, load_bundle, output_names
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,8 @@ class Program:
         self.arenas = [_aligned_zeros(a.size) for a in (bundle.plan.arenas or [])]
         self.tensors = [self._view(t) for t in bundle.tensors or []]
         self.inputs = [self._spec(i) for i in ints(bundle.inputs)]
-        self.outputs = [self._spec(i) for i in ints(bundle.outputs)]
+        self.outputs = [self._spec(i, name) for i, name in zip(ints(bundle.outputs),
+                                                               output_names(bundle), strict=True)]
         self._input_views = [self.tensors[i] for i in ints(bundle.inputs)]
         self._output_views = [self.tensors[i] for i in ints(bundle.outputs)]
         # The kernels' numpy mode, set once in a context of the program's own: a run neither
@@ -120,9 +121,9 @@ class Program:
         return np.ndarray(shape, dtype, buffer=buffer, offset=offset + t.byteOffset,
                           strides=strides)
 
-    def _spec(self, index: int) -> TensorSpec:
+    def _spec(self, index: int, name: str = "") -> TensorSpec:
         t = self.loaded.bundle.tensors[index]
-        return TensorSpec(t.name, tuple(ints(t.shape)), DTYPES[t.dtype])
+        return TensorSpec(name or t.name, tuple(ints(t.shape)), DTYPES[t.dtype])
 
     def _bind(self, node: Any) -> Call:
         kwargs = {arg.name: self._arg_value(arg) for arg in node.args or []}

@@ -26,9 +26,24 @@ def test_every_shipped_recipe_loads(name):
     assert board.tiers and all(t.capacity > 0 for t in board.tiers)
 
 
-def test_unknown_board_lists_the_known_ones():
-    with pytest.raises(ExportError, match="host"):
-        load_board("no-such-board")
+def test_unknown_board_lists_the_known_ones_and_the_closest():
+    with pytest.raises(ExportError, match=r"one of \[.*'host'.*\].*did you mean 'rpi4'"):
+        load_board("rpi5")
+    with pytest.raises(ExportError, match="no such file"):
+        load_board("missing/recipe.toml")
+
+
+def test_recipes_are_found_from_any_working_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert load_board("cortex-m55-ethos-u55").tiers[0].name == "sram"
+    assert load_board(str(_recipe(tmp_path, 4096, 8192))).name == "tiny"
+
+
+def test_malformed_recipe_names_the_file(tmp_path):
+    path = tmp_path / "broken.toml"
+    path.write_text("[[memory]\nname = 'sram'\n")
+    with pytest.raises(ExportError, match=r"broken\.toml: expected TOML with \[\[memory\]\]"):
+        load_board(str(path))
 
 
 def _board(*capacities: int) -> Board:

@@ -5,10 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 from click.testing import CliRunner
 
+from runtime_py import __version__
 from runtime_py.cli import main as run_main
+from runtime_py.format import SCHEMA_VERSION
 from toolchain.cli import export_main, inspect_main
+from toolchain.memory_plan.cli import main as plan_main
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -80,3 +84,17 @@ def test_inspect_draws_the_plan_and_run_takes_random_inputs(tmp_path, exported):
     done = CliRunner().invoke(run_main, [bundle, "--random", "--repeat", "3"])
     assert done.exit_code == 0, done.output
     assert "over 3 run(s)" in done.output
+
+
+@pytest.mark.parametrize("command", [export_main, inspect_main, run_main, plan_main])
+def test_every_command_prints_nee_and_schema_versions(command):
+    done = CliRunner().invoke(command, ["--version"])
+    assert done.exit_code == 0
+    assert done.output.strip() == f"nee {__version__}, bundle schema {SCHEMA_VERSION}"
+
+
+def test_export_typo_in_board_lists_the_known_names(tmp_path):
+    done = CliRunner().invoke(export_main, [f"{EXAMPLES}/mlp.py:Model", "-o",
+                                            str(tmp_path / "m.nee"), "--board", "cortex-m55"])
+    assert done.exit_code == 1
+    assert "did you mean 'cortex-m55-ethos-u55'" in done.output and "'host'" in done.output

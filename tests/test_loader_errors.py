@@ -16,7 +16,8 @@ from runtime_py.errors import BundleError, InputError, MissingKernelsError
 from runtime_py.fbs.ArgKind import ArgKind
 from runtime_py.loader import load_bundle
 from runtime_py.program import Program
-from toolchain.serialize.bundle import write_to
+from toolchain.export import export
+from toolchain.serialize.bundle import write_bundle, write_to
 
 
 @pytest.fixture
@@ -153,3 +154,25 @@ def test_optional_tensor_lists_round_trip_and_bad_flags_are_rejected(tmp_path):
     arg.ints = [1, 1]  # two tensors flagged, one stored
     with pytest.raises(BundleError, match="0/1 flags, one per entry"):
         Program.load(write())
+
+
+@pytest.mark.parametrize("names", [["a", "a"], ["a"], ["a", ""]])
+def test_bad_output_names_are_rejected_at_load(tmp_path, names):
+    path = tmp_path / "two.nee"
+    write_bundle(export(_TwoOutputs(), (torch.ones(2),)), path)
+    bundle, write = _repack(path, tmp_path, "names.nee")
+    bundle.outputNames = names
+    with pytest.raises(BundleError, match="2 distinct non-empty names"):
+        Program.load(write())
+
+
+def test_bundles_without_output_names_use_the_tensor_names(tmp_path, exported):
+    bundle, write = _repack(exported("mlp").path, tmp_path, "old.nee")
+    bundle.outputNames = None  # as written before the field existed
+    (tensor,) = [bundle.tensors[k].name for k in bundle.outputs]
+    assert [s.name for s in Program.load(write()).outputs] == [tensor]
+
+
+class _TwoOutputs(torch.nn.Module):
+    def forward(self, x):
+        return {"double": x * 2, "half": x / 2}

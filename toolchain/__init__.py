@@ -1,3 +1,5 @@
 """NEE toolchain: PyTorch nn.Module -> .nee bundle."""
 
-__version__ = "0.1.0"
+from runtime_py import __version__
+
+__all__ = ["__version__"]

@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from pathlib import Path
 from typing import Any
 
 import click
 import numpy as np
 
+from runtime_py.cli import version_option
 from runtime_py.errors import NeeError
 from runtime_py.loader import load_bundle
+from toolchain.boards import available_boards, load_board
 from toolchain.errors import ExportError
 from toolchain.inspect import describe, plan_requests
 from toolchain.modules import load_file
 
 
 @click.command()
+@version_option
 @click.argument("target")
 @click.option("--output", "-o", required=True, type=click.Path(dir_okay=False),
               help="Where to write the .nee bundle.")
@@ -24,7 +28,8 @@ from toolchain.modules import load_file
               type=click.Path(exists=True, dir_okay=False),
               help="An example input .npy (repeat per input). Default: the module's "
                    "example_inputs().")
-@click.option("--board", help="Board recipe name (boards/NAME.toml) or path to a recipe .toml.")
+@click.option("--board", help=f"A shipped board recipe ({', '.join(available_boards())}) or the "
+                              "path to a recipe .toml of your own.")
 @click.option("--planner", default="auto", show_default=True,
               type=click.Choice(["auto", "greedy", "search", "naive"]))
 @click.option("--time-limit", default=2.0, show_default=True,
@@ -33,7 +38,7 @@ from toolchain.modules import load_file
 def export_main(target: str, output: str, example_inputs: tuple[str, ...], board: str | None,
                 planner: str, time_limit: float, name: str | None) -> None:
     """Export TARGET (``path/to/file.py:Model`` or ``package.module:factory``) to a bundle."""
-    from toolchain.boards import load_board
+    require_extra("torch", "nee-export")
     from toolchain.export import export
     from toolchain.serialize.bundle import write_bundle
 
@@ -51,6 +56,14 @@ def export_main(target: str, output: str, example_inputs: tuple[str, ...], board
         raise click.ClickException(str(e)) from e
     click.echo(f"wrote {output} ({size} bytes, {len(result.graph.nodes)} ops, "
                f"{len(result.kernels)} kernels)")
+
+
+def require_extra(module: str, command: str) -> None:
+    """Fail with the extra to install when ``module`` (from ``nee[toolchain]``) is missing."""
+    if importlib.util.find_spec(module) is None:
+        raise click.ClickException(str(ExportError(
+            command, f"the {module} package (from the toolchain extra)",
+            "a runtime-only install of NEE", "pip install 'nee[toolchain]'")))
 
 
 def _load_target(target: str) -> tuple[Any, Any]:
@@ -86,6 +99,7 @@ def _example_inputs(module: Any, paths: tuple[str, ...], target: str) -> tuple[A
 
 
 @click.command()
+@version_option
 @click.argument("bundle", type=click.Path(dir_okay=False))
 @click.option("--plan-png", type=click.Path(dir_okay=False),
               help="Draw the memory plan (time x address) to this PNG.")
@@ -98,6 +112,7 @@ def inspect_main(bundle: str, plan_png: str | None, buffers: bool) -> None:
         raise click.ClickException(str(e)) from e
     click.echo(describe(loaded, buffers=buffers))
     if plan_png:
+        require_extra("matplotlib", "nee-inspect --plan-png")
         from toolchain.memory_plan.draw import draw_plan
 
         draw_plan(*plan_requests(loaded), plan_png)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from runtime_py.fbs.StorageKind import StorageKind
 from runtime_py.format import DTYPES
-from runtime_py.loader import LoadedBundle, ints, kernel_list
+from runtime_py.loader import LoadedBundle, ints, kernel_list, output_names
 from toolchain.ir import SCRATCH_ARG
 from toolchain.memory_plan.types import Arena, BufferRequest, Placement, Plan
 
@@ -16,7 +16,8 @@ def describe(loaded: LoadedBundle, *, buffers: bool = False) -> str:
         f"bundle {loaded.path}: model {b.model!r}, schema v{b.schemaVersion}, {b.producer}"
         + (f", board {b.board}" if b.board else ""),
         "inputs:\n" + "\n".join(f"  {_tensor(loaded, i)}" for i in ints(b.inputs)),
-        "outputs:\n" + "\n".join(f"  {_tensor(loaded, i)}" for i in ints(b.outputs)),
+        "outputs:\n" + "\n".join(f"  {name} = {_tensor(loaded, i)}" for name, i
+                                  in zip(output_names(b), ints(b.outputs), strict=True)),
         f"program ({len(b.nodes or [])} calls):\n" + "\n".join(_node(loaded, i, n)
                                                               for i, n in enumerate(b.nodes or [])),
         _plan(loaded, buffers),

@@ -72,12 +72,14 @@ class Node:
 
 @dataclass
 class Graph:
-    """A whole program: tensors, nodes in order, and the IO tensor names."""
+    """A whole program: tensors, nodes in order, the IO tensor names and the names the model
+    gives its outputs (one per ``outputs`` entry; an output tensor may appear twice)."""
 
     tensors: dict[str, Tensor]
     nodes: list[Node]
     inputs: list[str]
     outputs: list[str]
+    output_names: list[str] = field(default_factory=list)
     ensured: set[str] = field(default_factory=set)
     scratch_budget: int | None = None  # max workspace bytes per kernel call (board recipe)
 

@@ -45,6 +45,9 @@ def _problems(graph: Graph):
     for name in graph.outputs:
         if graph.storage_of(name) not in defined:
             yield f"graph output {name} is never written"
+    names = graph.output_names
+    if names and (len(names) != len(graph.outputs) or len(set(names)) != len(names)):
+        yield f"output names {names} are not one distinct name per output {graph.outputs}"
 
 
 def _tensor_problems(graph: Graph):

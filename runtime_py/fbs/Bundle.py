@@ -221,8 +221,28 @@ class Bundle(object):
         o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(24))
         return o == 0
 
+    # Bundle
+    def OutputNames(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(26))
+        if o != 0:
+            a = self._tab.Vector(o)
+            return self._tab.String(a + flatbuffers.number_types.UOffsetTFlags.py_type(j * 4))
+        return ""
+
+    # Bundle
+    def OutputNamesLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(26))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Bundle
+    def OutputNamesIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(26))
+        return o == 0
+
 def BundleStart(builder):
-    builder.StartObject(11)
+    builder.StartObject(12)
 
 def Start(builder):
     BundleStart(builder)
@@ -329,6 +349,18 @@ def BundleStartSegmentsVector(builder, numElems):
 def StartSegmentsVector(builder, numElems):
     return BundleStartSegmentsVector(builder, numElems)
 
+def BundleAddOutputNames(builder, outputNames):
+    builder.PrependUOffsetTRelativeSlot(11, flatbuffers.number_types.UOffsetTFlags.py_type(outputNames), 0)
+
+def AddOutputNames(builder, outputNames):
+    BundleAddOutputNames(builder, outputNames)
+
+def BundleStartOutputNamesVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def StartOutputNamesVector(builder, numElems):
+    return BundleStartOutputNamesVector(builder, numElems)
+
 def BundleEnd(builder):
     return builder.EndObject()
 
@@ -361,6 +393,7 @@ class BundleT(object):
         plan = None,
         kernels = None,
         segments = None,
+        outputNames = None,
     ):
         self.schemaVersion = schemaVersion  # type: int
         self.producer = producer  # type: Optional[str]
@@ -373,6 +406,7 @@ class BundleT(object):
         self.plan = plan  # type: Optional[runtime_py.fbs.MemoryPlan.MemoryPlanT]
         self.kernels = kernels  # type: Optional[List[runtime_py.fbs.KernelEntry.KernelEntryT]]
         self.segments = segments  # type: Optional[List[runtime_py.fbs.Segment.SegmentT]]
+        self.outputNames = outputNames  # type: Optional[List[Optional[str]]]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -453,6 +487,10 @@ class BundleT(object):
                 else:
                     segment_ = runtime_py.fbs.Segment.SegmentT.InitFromObj(bundle.Segments(i))
                     self.segments.append(segment_)
+        if not bundle.OutputNamesIsNone():
+            self.outputNames = []
+            for i in range(bundle.OutputNamesLength()):
+                self.outputNames.append(bundle.OutputNames(i))
 
     # BundleT
     def Pack(self, builder):
@@ -512,6 +550,14 @@ class BundleT(object):
             for i in reversed(range(len(self.segments))):
                 builder.PrependUOffsetTRelative(segmentslist[i])
             segments = builder.EndVector()
+        if self.outputNames is not None:
+            outputNameslist = []
+            for i in range(len(self.outputNames)):
+                outputNameslist.append(builder.CreateString(self.outputNames[i]))
+            BundleStartOutputNamesVector(builder, len(self.outputNames))
+            for i in reversed(range(len(self.outputNames))):
+                builder.PrependUOffsetTRelative(outputNameslist[i])
+            outputNames = builder.EndVector()
         BundleStart(builder)
         BundleAddSchemaVersion(builder, self.schemaVersion)
         if self.producer is not None:
@@ -534,5 +580,7 @@ class BundleT(object):
             BundleAddKernels(builder, kernels)
         if self.segments is not None:
             BundleAddSegments(builder, segments)
+        if self.outputNames is not None:
+            BundleAddOutputNames(builder, outputNames)
         bundle = BundleEnd(builder)
         return bundle

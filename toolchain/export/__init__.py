@@ -12,6 +12,7 @@ from toolchain import __version__
 from toolchain.boards import Board
 from toolchain.errors import ExportError
 from toolchain.export.capture import export_program, to_graph
+from toolchain.export.names import output_names
 from toolchain.export.result import ExportResult
 from toolchain.ir import Graph
 from toolchain.memory_plan import PlanError, plan_memory, plan_tiers
@@ -35,7 +36,8 @@ def export(
 ) -> ExportResult:
     """Export ``model`` traced with ``example_inputs`` into a plan-complete program."""
     say = _stage_timer(progress)
-    graph = to_graph(export_program(model, example_inputs))
+    program = export_program(model, example_inputs)
+    graph = to_graph(program, output_names(model, program.call_spec.out_spec))
     graph.scratch_budget = board.scratch_limit if board else None
     say(f"captured {len(graph.nodes)} core ATen calls")
     graph = run_passes(graph, verify_each=verify_each)

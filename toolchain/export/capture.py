@@ -22,6 +22,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 
 from toolchain.errors import ExportError
 from toolchain.export.asserts import RUNTIME_ASSERTS
+from toolchain.export.names import leaf_names
 from toolchain.export.out_variant import canonical_name
 from toolchain.export.source import high_level_call, node_error, source_line
 from toolchain.ir import Graph, Node, Ref, Tensor
@@ -101,15 +102,20 @@ _EXPORT_HINTS = (
 )
 
 
-def to_graph(ep: ExportedProgram) -> Graph:
-    """Convert a decomposed ExportedProgram into a NEE Graph (functional ops, views as nodes)."""
+def to_graph(ep: ExportedProgram, names: list[str] | None = None) -> Graph:
+    """Convert a decomposed ExportedProgram into a NEE Graph (functional ops, views as nodes).
+
+    ``names`` has one name per value the model returns (default: from the return structure,
+    see ``toolchain.export.names``); the tensor outputs keep theirs.
+    """
     _refuse_mutations(ep)
     graph = Graph(tensors={}, nodes=[], inputs=[], outputs=[])
     values: dict[torch.fx.Node, Any] = {}
     consts = _constant_inputs(ep)
+    names = names or leaf_names(ep.call_spec.out_spec)
     for fx_node in ep.graph.nodes:
         try:
-            values[fx_node] = _convert(graph, fx_node, values, consts)
+            values[fx_node] = _convert(graph, fx_node, values, consts, names)
         except ExportError:
             raise
         except Exception as e:  # a node kind this converter does not know: say which
@@ -119,14 +125,14 @@ def to_graph(ep: ExportedProgram) -> Graph:
 
 
 def _convert(graph: Graph, fx_node: torch.fx.Node, values: dict[torch.fx.Node, Any],
-             consts: dict[str, Any]) -> Any:
+             consts: dict[str, Any], names: list[str]) -> Any:
     """The IR value of one fx node (a Ref, a list of Refs, a static scalar or None)."""
     if fx_node.op == "placeholder":
         return _placeholder(graph, fx_node, consts)
     if fx_node.op == "get_attr":
         return None  # a submodule of a higher-order op, refused at that op
     if fx_node.op == "output":
-        graph.outputs = _outputs(fx_node, values)
+        graph.outputs, graph.output_names = _outputs(fx_node, values, names)
         return None
     if fx_node.op != "call_function":
         raise node_error(fx_node, "placeholder/call_function/get_attr/output", fx_node.op, "")
@@ -243,17 +249,19 @@ def _value(v: Any, values: dict[torch.fx.Node, Any], where: str) -> Any:
     return v
 
 
-def _outputs(fx_node: torch.fx.Node, values: dict[torch.fx.Node, Any]) -> list[str]:
-    """Names of the tensor outputs; constant outputs (None, ints) are not program outputs."""
-    names = []
-    for v in fx_node.args[0]:
+def _outputs(fx_node: torch.fx.Node, values: dict[torch.fx.Node, Any],
+             names: list[str]) -> tuple[list[str], list[str]]:
+    """The tensor outputs and their user names; constant outputs (None, ints) are dropped."""
+    tensors, kept = [], []
+    for v, name in zip(fx_node.args[0], names, strict=True):
         value = values.get(v) if isinstance(v, torch.fx.Node) else v
         if isinstance(value, Ref):
-            names.append(value.name)
+            tensors.append(value.name)
+            kept.append(name)
         elif not isinstance(value, (*_STATIC, type(None))):
-            raise ExportError("model output", "tensors (or constants, which are dropped)",
+            raise ExportError(f"model output {name}", "tensors (or constants, which are dropped)",
                               repr(v), "return tensors from forward()")
-    if not names:
+    if not tensors:
         raise ExportError("model outputs", "at least one tensor", "none",
                           "return a tensor or a tuple of tensors from forward()")
-    return names
+    return tensors, kept

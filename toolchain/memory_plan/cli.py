@@ -7,12 +7,15 @@ from pathlib import Path
 
 import click
 
+from runtime_py.cli import version_option
+
 from .benchmark_io import read_benchmark_csv, write_solution_csv
 from .core import PlanError, peak_live_set, plan_peak
 from .plan import PLANNERS, plan_memory
 
 
 @click.command()
+@version_option
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--capacity", type=int, help="Bytes available; fail if the plan needs more.")
 @click.option("--time-limit", default=5.0, show_default=True, help="Search budget in seconds.")

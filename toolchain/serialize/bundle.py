@@ -72,6 +72,7 @@ def _layout(result: ExportResult) -> tuple[BundleT, list[memoryview]]:
         kernels=[KernelEntryT(op=op, dtype=DTYPE_CODES[dt])
                  for op, dt in result.kernels],
         segments=segments,
+        outputNames=graph.output_names or None,  # None: readers use the tensor names
     )
     return bundle, blobs
 
