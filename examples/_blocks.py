@@ -148,3 +148,11 @@ def mobilenet_v3_classifier(c_in: int, hidden: int, num_classes: int) -> nn.Sequ
     return nn.Sequential(
         nn.Linear(c_in, hidden), nn.Hardswish(), nn.Dropout(0.2), nn.Linear(hidden, num_classes)
     )
+
+
+def random_samples(*shapes: tuple[int, ...], count: int = 16) -> list[tuple[torch.Tensor, ...]]:
+    """``count`` seeded normal input tuples of these shapes: calibration data for --quantize
+    (nee-export holds every fourth one out for the accuracy report)."""
+    generator = torch.Generator().manual_seed(2)
+    return [tuple(torch.randn(shape, generator=generator) for shape in shapes)
+            for _ in range(count)]

@@ -46,3 +46,10 @@ def example_inputs() -> tuple[torch.Tensor, ...]:
     """One 3x32x32 image."""
     torch.manual_seed(1)
     return (torch.randn(1, 3, 32, 32),)
+
+
+def calibration_inputs() -> list[tuple[torch.Tensor, ...]]:
+    """16 seeded images like example_inputs(), for nee-export --quantize int8 (standalone: the
+    README's main job runs this file alone)."""
+    generator = torch.Generator().manual_seed(2)
+    return [(torch.randn(1, 3, 32, 32, generator=generator),) for _ in range(16)]

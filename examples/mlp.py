@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+from _blocks import random_samples
 from torch import nn
 
 
@@ -23,3 +24,8 @@ def example_inputs() -> tuple[torch.Tensor, ...]:
     """A batch of 4 feature vectors."""
     torch.manual_seed(1)
     return (torch.randn(4, 16),)
+
+
+def calibration_inputs() -> list[tuple[torch.Tensor, ...]]:
+    """Seeded inputs like example_inputs(), for nee-export --quantize int8."""
+    return random_samples((4, 16))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+from _blocks import random_samples
 from torch import nn
 
 
@@ -54,3 +55,8 @@ def example_inputs() -> tuple[torch.Tensor, ...]:
     """One 3x96x96 image."""
     torch.manual_seed(1)
     return (torch.randn(1, 3, 96, 96),)
+
+
+def calibration_inputs() -> list[tuple[torch.Tensor, ...]]:
+    """Seeded inputs like example_inputs(), for nee-export --quantize int8."""
+    return random_samples((1, 3, 96, 96))

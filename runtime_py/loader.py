@@ -96,6 +96,7 @@ def _validate(b: LoadedBundle, check_kernels: bool) -> None:
     _check_segments(b)
     _check_plan(b)
     _check_tensors(b)
+    _check_quantization(b)
     _check_nodes(b)
     _check_kernel_list(b)
     if check_kernels:
@@ -191,6 +192,42 @@ def _check_tensors(b: LoadedBundle) -> None:
     if names is not None and (len(names) != count or not all(names)
                               or len(set(names)) != len(names)):
         raise _fail(b, "output names", f"{count} distinct non-empty names", repr(names))
+    bad = [a.output for a in b.bundle.accuracy or []
+           if a.output not in output_names(b.bundle) or not a.samples
+           or np.isnan(a.sqnrDb) or not a.maxAbsError >= 0]
+    if bad:
+        raise _fail(b, "accuracy records", "one per named output, with samples, an SQNR and a "
+                    "non-negative error", f"bad records for {bad}")
+
+
+def _check_quantization(b: LoadedBundle) -> None:
+    """Every quantized tensor's parameters, all problems listed at once."""
+    problems = [f"tensor {i} ({t.name}): {problem}" for i, t in enumerate(b.bundle.tensors or [])
+                if t.quantization is not None
+                for problem in [_quantization_problem(t, t.quantization)] if problem]
+    if problems:
+        raise _fail(b, "quantization parameters", "integer tensors with one positive finite "
+                    "scale (or one per index along axis) and zero points in the dtype's range",
+                    "; ".join(problems))
+
+
+def _quantization_problem(t: Any, q: Any) -> str:
+    dtype = np.dtype(DTYPES[t.dtype])
+    scales, zeros = list(q.scale if q.scale is not None else []), list(ints(q.zeroPoint))
+    shape = list(ints(t.shape))
+    count = 1 if q.axis == -1 else shape[q.axis] if 0 <= q.axis < len(shape) else None
+    if dtype.kind not in "iu":
+        return f"dtype {dtype.name}"
+    if count is None:
+        return f"axis {q.axis} of a rank-{len(shape)} tensor"
+    if len(scales) != count or len(zeros) != count:
+        return f"{len(scales)} scales and {len(zeros)} zero points for {count}"
+    if not all(np.isfinite(scales)) or min(scales, default=1) <= 0:
+        return f"scales {scales[:4]}"
+    info = np.iinfo(dtype)
+    if min(zeros, default=0) < info.min or max(zeros, default=0) > info.max:
+        return f"zero points {zeros[:4]} outside [{info.min}, {info.max}]"
+    return ""
 
 
 def output_names(bundle: BundleT) -> list[str]:

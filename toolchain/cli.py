@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,8 @@ from toolchain.boards import available_boards, load_board
 from toolchain.errors import ExportError
 from toolchain.inspect import describe, plan_requests
 from toolchain.modules import load_file
+from toolchain.quantize.options import OBSERVERS, ROUNDINGS, Int8Options, split_samples
+from toolchain.quantize.samples import read_samples
 
 
 @click.command()
@@ -35,8 +38,20 @@ from toolchain.modules import load_file
 @click.option("--time-limit", default=2.0, show_default=True,
               help="Seconds the search planner may spend improving on greedy.")
 @click.option("--name", help="Model name stored in the bundle (default: the module's name).")
+@click.option("--quantize", type=click.Choice(["int8"]),
+              help="Quantize after calibrating on the module's calibration_inputs() or "
+                   "--calibration (every fourth sample is held out for the accuracy report).")
+@click.option("--calibration", type=click.Path(exists=True, file_okay=False),
+              help="Folder of calibration samples: one .npz (arrays named after the inputs) or "
+                   ".npy (one input) per sample.")
+@click.option("--observer", type=click.Choice(OBSERVERS), default="minmax", show_default=True,
+              help="Activation range observer for --quantize.")
+@click.option("--rounding", type=click.Choice(list(ROUNDINGS)), default="double",
+              show_default=True, help="int8 requantization: double (TFLite Micro, Vela), single "
+                                      "(XNNPACK, TOSA) or litert (LiteRT's reference kernels).")
 def export_main(target: str, output: str, example_inputs: tuple[str, ...], board: str | None,
-                planner: str, time_limit: float, name: str | None) -> None:
+                planner: str, time_limit: float, name: str | None, quantize: str | None,
+                calibration: str | None, observer: str, rounding: str) -> None:
     """Export TARGET (``path/to/file.py:Model`` or ``package.module:factory``) to a bundle."""
     require_extra("torch", "nee-export")
     from toolchain.export import export
@@ -48,9 +63,12 @@ def export_main(target: str, output: str, example_inputs: tuple[str, ...], board
         inputs = _example_inputs(module, example_inputs, target)
         ref = target.rpartition(":")[0]
         default_name = Path(ref).stem if ref.endswith(".py") else ref.rpartition(".")[2]
+        int8 = (_int8_options(module, model, calibration, observer, rounding, target)
+                if quantize else None)
         result = export(model, inputs, name=name or default_name,
                         board=load_board(board) if board else None, planner=planner,
-                        time_limit=time_limit, progress=lambda m: click.echo(m, err=True))
+                        time_limit=time_limit, progress=lambda m: click.echo(m, err=True),
+                        quantize=int8)
         size = write_bundle(result, output)
     except NeeError as e:
         raise click.ClickException(str(e)) from e
@@ -96,6 +114,25 @@ def _example_inputs(module: Any, paths: tuple[str, ...], target: str) -> tuple[A
                           "no example_inputs() in the module and no --example-input",
                           "add def example_inputs() -> tuple[Tensor, ...] or pass .npy files")
     return tuple(module.example_inputs())
+
+
+def _int8_options(module: Any, model: Any, folder: str | None, observer: str, rounding: str,
+                  target: str) -> Int8Options:
+    """Calibration samples from --calibration or the module's calibration_inputs()."""
+    import torch
+
+    if folder:
+        names = list(inspect.signature(model.forward).parameters)
+        samples = [tuple(torch.from_numpy(a) for a in s) for s in read_samples(folder, names)]
+    elif hasattr(module, "calibration_inputs"):
+        samples = [tuple(s) for s in module.calibration_inputs()]
+    else:
+        raise ExportError(f"--quantize int8 of {target!r}", "calibration data",
+                          "no calibration_inputs() in the module and no --calibration",
+                          "add def calibration_inputs() -> Iterable[tuple[Tensor, ...]] or "
+                          "pass a folder of .npz samples")
+    calibrate, held_out = split_samples(samples)
+    return Int8Options(calibrate, held_out, observer, rounding)
 
 
 @click.command()

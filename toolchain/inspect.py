@@ -20,6 +20,7 @@ def describe(loaded: LoadedBundle, *, buffers: bool = False) -> str:
                                   in zip(output_names(b), ints(b.outputs), strict=True)),
         f"program ({len(b.nodes or [])} calls):\n" + "\n".join(_node(loaded, i, n)
                                                               for i, n in enumerate(b.nodes or [])),
+        *_int8(loaded),
         _plan(loaded, buffers),
         f"kernels ({len(kernel_list(loaded))}):\n" + "\n".join(
             f"  {op} {dtype}" for op, dtype in kernel_list(loaded)),
@@ -29,7 +30,34 @@ def describe(loaded: LoadedBundle, *, buffers: bool = False) -> str:
 
 def _tensor(loaded: LoadedBundle, index: int) -> str:
     t = loaded.bundle.tensors[index]
-    return f"{t.name}: {DTYPES[t.dtype]}{ints(t.shape)}"
+    return f"{t.name}: {DTYPES[t.dtype]}{ints(t.shape)}{_quant(t.quantization)}"
+
+
+def _quant(q: object) -> str:
+    if q is None:
+        return ""
+    if q.axis == -1:
+        return f" (scale {q.scale[0]:.6g}, zero point {q.zeroPoint[0]})"
+    return f" ({len(q.scale)} scales along axis {q.axis})"
+
+
+_CONVERSIONS = ("nee::quantize_per_tensor.out", "nee::dequantize_per_tensor.out")
+
+
+def _int8(loaded: LoadedBundle) -> list[str]:
+    """For a quantized program: its accuracy and the ops it still runs in float."""
+    b = loaded.bundle
+    if not any(t.quantization is not None for t in b.tensors or []):
+        return []
+    floats = [f"  {n.op} at {n.source or '?'}" for n in b.nodes or []
+              if n.op not in _CONVERSIONS and DTYPES[b.tensors[n.outputs[0]].dtype] != "int8"
+              and b.tensors[n.outputs[0]].aliasOf < 0]
+    accuracy = [f"  {a.output}: SQNR {a.sqnrDb:.1f} dB, max abs error {a.maxAbsError:.4g} over "
+                f"{a.samples} {'held-out' if a.heldOut else 'calibration'} sample(s)"
+                for a in b.accuracy or []]
+    return ["int8 accuracy vs float (measured at export):\n" + "\n".join(accuracy or ["  -"]),
+            f"ops left in float ({len(floats)}; int8 kernels for them are missing or their "
+            f"parameters do not allow one):\n" + "\n".join(floats or ["  none"])]
 
 
 def _node(loaded: LoadedBundle, i: int, node) -> str:

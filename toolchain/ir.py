@@ -21,6 +21,16 @@ class Ref:
     name: str
 
 
+@dataclass(frozen=True)
+class Quant:
+    """Affine quantization of an integer tensor: real = scale * (q - zero_point), one scale per
+    tensor (``axis`` None) or one per index along ``axis``. Scales are float32 values."""
+
+    scale: tuple[float, ...]
+    zero_point: tuple[int, ...]
+    axis: int | None = None
+
+
 @dataclass
 class Tensor:
     """A value in the graph. Views share their base's storage (``view_of`` set)."""
@@ -33,6 +43,7 @@ class Tensor:
     view_of: str | None = None  # root storage tensor when this is a zero-copy view
     strides: tuple[int, ...] | None = None  # element strides of a view; None = contiguous
     offset: int = 0  # element offset of a view inside its root storage
+    quant: Quant | None = None  # quantization parameters of an int8/int32 tensor
 
     @property
     def nbytes(self) -> int:
@@ -82,6 +93,7 @@ class Graph:
     output_names: list[str] = field(default_factory=list)
     ensured: set[str] = field(default_factory=set)
     scratch_budget: int | None = None  # max workspace bytes per kernel call (board recipe)
+    int8_rounding: str = "double"  # int8 requantization (toolchain.quantize.options.ROUNDINGS)
 
     def storage_of(self, name: str) -> str:
         """The tensor owning the bytes of ``name`` (itself unless it is a view)."""

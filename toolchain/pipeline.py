@@ -4,6 +4,9 @@
 - fill_from_shape first: the calls it rewrites read their input for its shape only; cutting
   that false dependence lets fold_constants evaluate them.
 - fold_batchnorm first: it matches functional conv -> batch_norm pairs on constant weights.
+- fold_qdq before alias_views: it matches dequantize -> op -> quantize on functional ops and
+  turns views between int8 values into views of the int8 tensors, which alias_views then
+  aliases.
 - alias_views next: view ops have no kernels; later passes only see compute ops and aliases.
 - to_out_variant after alias_views: view ops have no out overloads.
 - fold_constants after to_out_variant: it evaluates calls with the runtime's out kernels.
@@ -27,6 +30,7 @@ from toolchain.passes.drop_unused_outputs import drop_unused_outputs
 from toolchain.passes.fill_from_shape import fill_from_shape
 from toolchain.passes.fold_batchnorm import fold_batchnorm
 from toolchain.passes.fold_constants import fold_constants
+from toolchain.passes.fold_qdq import fold_qdq
 from toolchain.passes.fuse_activation import fuse_activation
 from toolchain.passes.reuse_inputs import reuse_inputs
 from toolchain.passes.to_out_variant import to_out_variant
@@ -37,6 +41,7 @@ Pass = Callable[[Graph], Graph]
 PASSES: list[Pass] = [
     fill_from_shape,
     fold_batchnorm,
+    fold_qdq,
     alias_views,
     to_out_variant,
     fold_constants,

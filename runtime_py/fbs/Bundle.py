@@ -241,8 +241,33 @@ class Bundle(object):
         o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(26))
         return o == 0
 
+    # Bundle
+    def Accuracy(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(28))
+        if o != 0:
+            x = self._tab.Vector(o)
+            x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
+            x = self._tab.Indirect(x)
+            from runtime_py.fbs.Accuracy import Accuracy
+            obj = Accuracy()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+    # Bundle
+    def AccuracyLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(28))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Bundle
+    def AccuracyIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(28))
+        return o == 0
+
 def BundleStart(builder):
-    builder.StartObject(12)
+    builder.StartObject(13)
 
 def Start(builder):
     BundleStart(builder)
@@ -361,12 +386,25 @@ def BundleStartOutputNamesVector(builder, numElems):
 def StartOutputNamesVector(builder, numElems):
     return BundleStartOutputNamesVector(builder, numElems)
 
+def BundleAddAccuracy(builder, accuracy):
+    builder.PrependUOffsetTRelativeSlot(12, flatbuffers.number_types.UOffsetTFlags.py_type(accuracy), 0)
+
+def AddAccuracy(builder, accuracy):
+    BundleAddAccuracy(builder, accuracy)
+
+def BundleStartAccuracyVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def StartAccuracyVector(builder, numElems):
+    return BundleStartAccuracyVector(builder, numElems)
+
 def BundleEnd(builder):
     return builder.EndObject()
 
 def End(builder):
     return BundleEnd(builder)
 
+import runtime_py.fbs.Accuracy
 import runtime_py.fbs.KernelEntry
 import runtime_py.fbs.MemoryPlan
 import runtime_py.fbs.Node
@@ -394,6 +432,7 @@ class BundleT(object):
         kernels = None,
         segments = None,
         outputNames = None,
+        accuracy = None,
     ):
         self.schemaVersion = schemaVersion  # type: int
         self.producer = producer  # type: Optional[str]
@@ -407,6 +446,7 @@ class BundleT(object):
         self.kernels = kernels  # type: Optional[List[runtime_py.fbs.KernelEntry.KernelEntryT]]
         self.segments = segments  # type: Optional[List[runtime_py.fbs.Segment.SegmentT]]
         self.outputNames = outputNames  # type: Optional[List[Optional[str]]]
+        self.accuracy = accuracy  # type: Optional[List[runtime_py.fbs.Accuracy.AccuracyT]]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -491,6 +531,14 @@ class BundleT(object):
             self.outputNames = []
             for i in range(bundle.OutputNamesLength()):
                 self.outputNames.append(bundle.OutputNames(i))
+        if not bundle.AccuracyIsNone():
+            self.accuracy = []
+            for i in range(bundle.AccuracyLength()):
+                if bundle.Accuracy(i) is None:
+                    self.accuracy.append(None)
+                else:
+                    accuracy_ = runtime_py.fbs.Accuracy.AccuracyT.InitFromObj(bundle.Accuracy(i))
+                    self.accuracy.append(accuracy_)
 
     # BundleT
     def Pack(self, builder):
@@ -558,6 +606,14 @@ class BundleT(object):
             for i in reversed(range(len(self.outputNames))):
                 builder.PrependUOffsetTRelative(outputNameslist[i])
             outputNames = builder.EndVector()
+        if self.accuracy is not None:
+            accuracylist = []
+            for i in range(len(self.accuracy)):
+                accuracylist.append(self.accuracy[i].Pack(builder))
+            BundleStartAccuracyVector(builder, len(self.accuracy))
+            for i in reversed(range(len(self.accuracy))):
+                builder.PrependUOffsetTRelative(accuracylist[i])
+            accuracy = builder.EndVector()
         BundleStart(builder)
         BundleAddSchemaVersion(builder, self.schemaVersion)
         if self.producer is not None:
@@ -582,5 +638,7 @@ class BundleT(object):
             BundleAddSegments(builder, segments)
         if self.outputNames is not None:
             BundleAddOutputNames(builder, outputNames)
+        if self.accuracy is not None:
+            BundleAddAccuracy(builder, accuracy)
         bundle = BundleEnd(builder)
         return bundle

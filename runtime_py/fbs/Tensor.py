@@ -124,8 +124,19 @@ class Tensor(object):
             return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
         return -1
 
+    # Tensor
+    def Quantization(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
+        if o != 0:
+            x = self._tab.Indirect(o + self._tab.Pos)
+            from runtime_py.fbs.Quantization import Quantization
+            obj = Quantization()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
 def TensorStart(builder):
-    builder.StartObject(8)
+    builder.StartObject(9)
 
 def Start(builder):
     TensorStart(builder)
@@ -190,14 +201,21 @@ def TensorAddAliasOf(builder, aliasOf):
 def AddAliasOf(builder, aliasOf):
     TensorAddAliasOf(builder, aliasOf)
 
+def TensorAddQuantization(builder, quantization):
+    builder.PrependUOffsetTRelativeSlot(8, flatbuffers.number_types.UOffsetTFlags.py_type(quantization), 0)
+
+def AddQuantization(builder, quantization):
+    TensorAddQuantization(builder, quantization)
+
 def TensorEnd(builder):
     return builder.EndObject()
 
 def End(builder):
     return TensorEnd(builder)
 
+import runtime_py.fbs.Quantization
 try:
-    from typing import List
+    from typing import List, Optional
 except:
     pass
 
@@ -214,6 +232,7 @@ class TensorT(object):
         storage = 0,
         byteOffset = 0,
         aliasOf = -1,
+        quantization = None,
     ):
         self.name = name  # type: Optional[str]
         self.dtype = dtype  # type: int
@@ -223,6 +242,7 @@ class TensorT(object):
         self.storage = storage  # type: int
         self.byteOffset = byteOffset  # type: int
         self.aliasOf = aliasOf  # type: int
+        self.quantization = quantization  # type: Optional[runtime_py.fbs.Quantization.QuantizationT]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -267,6 +287,8 @@ class TensorT(object):
         self.storage = tensor.Storage()
         self.byteOffset = tensor.ByteOffset()
         self.aliasOf = tensor.AliasOf()
+        if tensor.Quantization() is not None:
+            self.quantization = runtime_py.fbs.Quantization.QuantizationT.InitFromObj(tensor.Quantization())
 
     # TensorT
     def Pack(self, builder):
@@ -288,6 +310,8 @@ class TensorT(object):
                 for i in reversed(range(len(self.strides))):
                     builder.PrependInt64(self.strides[i])
                 strides = builder.EndVector()
+        if self.quantization is not None:
+            quantization = self.quantization.Pack(builder)
         TensorStart(builder)
         if self.name is not None:
             TensorAddName(builder, name)
@@ -300,5 +324,7 @@ class TensorT(object):
         TensorAddStorage(builder, self.storage)
         TensorAddByteOffset(builder, self.byteOffset)
         TensorAddAliasOf(builder, self.aliasOf)
+        if self.quantization is not None:
+            TensorAddQuantization(builder, quantization)
         tensor = TensorEnd(builder)
         return tensor

@@ -127,6 +127,7 @@ from runtime_py.kernels import (  # noqa: E402
     indexing,
     linalg,
     nn,
+    quantized,
     reduce,
     shape,
 )
@@ -141,4 +142,5 @@ KERNELS: dict[str, Kernel] = {
     **fused.KERNELS,
     **attention.KERNELS,
     **indexing.KERNELS,
+    **quantized.KERNELS,
 }

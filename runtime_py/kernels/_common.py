@@ -13,6 +13,7 @@ FLOAT = frozenset({"float32"})
 NUMERIC = frozenset({"float32", "int64"})
 ALL = frozenset({"float32", "int64", "bool"})
 BOOL = frozenset({"bool"})
+INT8 = frozenset({"int8"})  # quantized tensors (kernels in quantized.py; copies, max, cat)
 
 KernelFn = Callable[..., None]
 

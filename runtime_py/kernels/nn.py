@@ -21,6 +21,7 @@ import numpy as np
 from runtime_py.kernels import Bound, Kernel, long_loops, then
 from runtime_py.kernels._common import (
     FLOAT,
+    INT8,
     NUMERIC,
     WORKSPACE_ALIGN,
     Workspace,
@@ -377,6 +378,11 @@ def convolution(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
     return long_loops(compute)
 
 
+def _lowest(dtype: np.dtype) -> float:
+    """The padding max pooling never picks: -inf, or an integer dtype's minimum."""
+    return -np.inf if dtype.kind == "f" else int(np.iinfo(dtype).min)
+
+
 def _first_valid(starts: np.ndarray, dilation: int) -> np.ndarray:
     """First in-bounds tap coordinate of each window (torch: ``while start < 0: start += d``)."""
     return np.where(starts < 0, starts % dilation, starts)
@@ -395,10 +401,10 @@ def max_pool2d_with_indices(self: np.ndarray, kernel_size: IntList, stride: IntL
     tap_index = ws.take(win.out_hw, np.int64)
     width = x.shape[3]
     rows, cols = win.starts(0), win.starts(1)
-    out.fill(-np.inf)
+    out.fill(_lowest(out.dtype))
     np.add(_first_valid(rows, win.dilation[0])[:, None] * width,
            _first_valid(cols, win.dilation[1]), out=indices)
-    for i, j, tap in win.taps(_pad(x, win.pads(x.shape[2:]), -np.inf, ws)):
+    for i, j, tap in win.taps(_pad(x, win.pads(x.shape[2:]), _lowest(x.dtype), ws)):
         np.greater(tap, out, out=take)
         np.logical_or(take, np.isnan(tap, out=nan), out=take)
         np.copyto(out, tap, where=take)
@@ -411,11 +417,11 @@ def max_pool2d(self: np.ndarray, kernel_size: IntList, stride: IntList = (),
                padding: IntList = (0, 0), dilation: IntList = (1, 1), ceil_mode: bool = False,
                *, out: np.ndarray, scratch: np.ndarray | None = None) -> Bound:
     """Max over windows without indices (NaN propagates, as in torch): one np.maximum per tap
-    over the input's phase planes padded with -inf."""
+    over the input's phase planes padded with -inf (int8: -128)."""
     del ceil_mode  # the output size (from out.shape) already reflects it
     x, out = _batched(self, out)
     win = _Window.of(kernel_size, stride, padding, dilation, out.shape[2:])
-    return _pool_taps(x, win, -np.inf, np.maximum, Workspace(scratch), out)
+    return _pool_taps(x, win, _lowest(x.dtype), np.maximum, Workspace(scratch), out)
 
 
 def _pool_taps(x: np.ndarray, win: _Window, pad: float, combine: np.ufunc, ws: Workspace,
@@ -620,9 +626,9 @@ def adaptive_avg_pool2d(self: np.ndarray, output_size: IntList, *, out: np.ndarr
 
 KERNELS: dict[str, Kernel] = {
     "aten::convolution.out": Kernel.prepared(convolution, FLOAT, scratch=_conv_scratch),
-    "aten::max_pool2d_with_indices.out": Kernel(max_pool2d_with_indices, FLOAT,
+    "aten::max_pool2d_with_indices.out": Kernel(max_pool2d_with_indices, FLOAT | INT8,
                                                 scratch=_pool_scratch),
-    "nee::max_pool2d.out": Kernel.prepared(max_pool2d, FLOAT, scratch=_phase_scratch),
+    "nee::max_pool2d.out": Kernel.prepared(max_pool2d, FLOAT | INT8, scratch=_phase_scratch),
     "aten::avg_pool2d.out": Kernel.prepared(avg_pool2d, FLOAT, scratch=_avg_pool_scratch),
     "aten::_native_batch_norm_legit_no_training.out": Kernel(batch_norm_no_training, FLOAT),
     "aten::native_layer_norm.out": Kernel.prepared(native_layer_norm, FLOAT),

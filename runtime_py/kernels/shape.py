@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from runtime_py.kernels import Kernel
-from runtime_py.kernels._common import ALL
+from runtime_py.kernels._common import ALL, INT8
 
 
 def clone(self: np.ndarray, *, memory_format: str | None = None, out: np.ndarray) -> None:
@@ -40,5 +40,5 @@ KERNELS: dict[str, Kernel] = {
     "aten::clone.out": Kernel(clone, ALL, inplace=True),
     "aten::_to_copy.out": Kernel(to_copy, ALL, inplace=True),
     "aten::copy.out": Kernel(copy, ALL, inplace=True),
-    "aten::cat.out": Kernel(cat, ALL),
+    "aten::cat.out": Kernel(cat, ALL | INT8),
 }

@@ -114,12 +114,7 @@ def run_kernel(kernel: Kernel, args: dict[str, Any], outs: dict[str, np.ndarray]
         call = kernel.bind({**args, **outs, **extra})
     with np.errstate():
         np.setbufsize(64)
-        tracemalloc.start()
-        try:
-            call()
-            peak = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
+        peak = peak_bytes(call)
     limit = max(4096, sum(o.nbytes for o in outs.values()) // 4)
     assert not extra or not _contiguous(args) or peak < limit, f"allocated {peak} bytes"
 
@@ -149,3 +144,13 @@ def coarse(shape: Sequence[int], dtype: torch.dtype = torch.float32) -> torch.Te
     if dtype == torch.bool:
         return random(shape, dtype)
     return torch.randint(-3, 4, tuple(shape)).to(dtype)
+
+
+def peak_bytes(call: Any) -> int:
+    """Peak bytes Python-level allocations reach during ``call()`` (tracemalloc)."""
+    tracemalloc.start()
+    try:
+        call()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import Any
@@ -18,6 +19,7 @@ from toolchain.ir import Graph
 from toolchain.memory_plan import PlanError, plan_memory, plan_tiers
 from toolchain.memory_plan.lifetimes import buffer_requests
 from toolchain.pipeline import run_passes
+from toolchain.quantize.options import Int8Options
 from toolchain.selective_build import kernel_list
 
 Progress = Callable[[str], None]
@@ -33,12 +35,21 @@ def export(
     time_limit: float = 2.0,
     verify_each: bool = True,
     progress: Progress | None = None,
+    quantize: Int8Options | None = None,
 ) -> ExportResult:
-    """Export ``model`` traced with ``example_inputs`` into a plan-complete program."""
+    """Export ``model`` traced with ``example_inputs`` into a plan-complete program; with
+    ``quantize``, calibrated and converted to int8 first, and its accuracy measured."""
     say = _stage_timer(progress)
-    program = export_program(model, example_inputs)
+    traced = model
+    if quantize is not None:
+        from toolchain.quantize.calibrate import quantize_model
+
+        traced = quantize_model(model, example_inputs, quantize)
+        say(f"calibrated int8 on {len(quantize.calibration)} sample(s)")
+    program = export_program(traced, example_inputs)
     graph = to_graph(program, output_names(model, program.call_spec.out_spec))
     graph.scratch_budget = board.scratch_limit if board else None
+    graph.int8_rounding = quantize.rounding if quantize else graph.int8_rounding
     say(f"captured {len(graph.nodes)} core ATen calls")
     graph = run_passes(graph, verify_each=verify_each)
     say(f"ran passes: {len(graph.nodes)} out-variant calls")
@@ -51,8 +62,17 @@ def export(
     say("planned memory: " + ", ".join(
         f"{a.tier} {a.size} B (lower bound {a.lower_bound} B)" for a in plan.arenas))
     producer = f"nee {__version__} (torch {torch.__version__})"
-    return ExportResult(graph, requests, plan, kernel_list(graph), name, producer,
-                        board.name if board else "", board.tiers if board else ())
+    result = ExportResult(graph, requests, plan, kernel_list(graph), name, producer,
+                          board.name if board else "", board.tiers if board else ())
+    if quantize is None:
+        return result
+    from toolchain.quantize.accuracy import measure
+
+    held_out = bool(quantize.evaluation)
+    accuracy = measure(model, result, quantize.evaluation or [example_inputs], held_out)
+    for line in accuracy:
+        say(f"int8 accuracy: {line}")
+    return dataclasses.replace(result, accuracy=accuracy)
 
 
 def _stage_timer(progress: Progress | None) -> Progress:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import operator
 import re
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -73,15 +74,27 @@ def decompositions() -> dict[Any, Any]:
     return table
 
 
+def trace(model: torch.nn.Module, example_inputs: tuple[Any, ...]) -> ExportedProgram:
+    """``torch.export`` the model in eval mode (ATen ops, not yet decomposed). A module that is
+    itself a traced graph (e.g. quantized with PT2E) has no modes to switch."""
+    if not isinstance(model, torch.fx.GraphModule):
+        model = model.eval()
+    return _reported(model, lambda: torch.export.export(model, tuple(example_inputs)))
+
+
 def export_program(model: torch.nn.Module, example_inputs: tuple[Any, ...]) -> ExportedProgram:
     """``torch.export`` the model in eval mode and decompose it to core ATen."""
-    model = model.eval()
+    ep = trace(model, example_inputs)
+    return _reported(model, lambda: ep.run_decompositions(decompositions()))
+
+
+def _reported(model: torch.nn.Module, step: Callable[[], ExportedProgram]) -> ExportedProgram:
+    """``step()`` without autograd; any torch failure as an ExportError with a hint."""
     try:
         with torch.no_grad(), warnings.catch_warnings():
             # torch 2.13's own pytree code warns about itself on every export
             warnings.filterwarnings("ignore", ".*LeafSpec.*", FutureWarning)
-            ep = torch.export.export(model, tuple(example_inputs))
-            return ep.run_decompositions(decompositions())
+            return step()
     except Exception as e:  # torch raises many types; report them uniformly
         first = (str(e).strip().splitlines() or [""])[0]
         hint = next((h for pattern, h in _EXPORT_HINTS if re.search(pattern, first)),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from toolchain.ir import Graph
 from toolchain.memory_plan.types import BufferRequest, Plan, Tier
@@ -20,6 +21,7 @@ class ExportResult:
     producer: str
     board: str = ""
     tiers: tuple[Tier, ...] = ()
+    accuracy: tuple[Any, ...] = ()  # toolchain.quantize.accuracy.OutputAccuracy per output
     buffer_index: dict[str, int] = field(init=False)
 
     def __post_init__(self) -> None:

@@ -9,6 +9,7 @@ from typing import Any, BinaryIO
 import flatbuffers
 import numpy as np
 
+from runtime_py.fbs.Accuracy import AccuracyT
 from runtime_py.fbs.Arena import ArenaT
 from runtime_py.fbs.Arg import ArgT
 from runtime_py.fbs.ArgKind import ArgKind
@@ -17,6 +18,7 @@ from runtime_py.fbs.Bundle import BundleT
 from runtime_py.fbs.KernelEntry import KernelEntryT
 from runtime_py.fbs.MemoryPlan import MemoryPlanT
 from runtime_py.fbs.Node import NodeT
+from runtime_py.fbs.Quantization import QuantizationT
 from runtime_py.fbs.Segment import SegmentT
 from runtime_py.fbs.StorageKind import StorageKind
 from runtime_py.fbs.Tensor import TensorT
@@ -30,7 +32,7 @@ from runtime_py.format import (
 )
 from toolchain.errors import ExportError
 from toolchain.export.result import ExportResult
-from toolchain.ir import Graph, Ref, Tensor, refs
+from toolchain.ir import Graph, Quant, Ref, Tensor, refs
 
 
 def write_bundle(result: ExportResult, path: str | Path) -> int:
@@ -73,6 +75,9 @@ def _layout(result: ExportResult) -> tuple[BundleT, list[memoryview]]:
                  for op, dt in result.kernels],
         segments=segments,
         outputNames=graph.output_names or None,  # None: readers use the tensor names
+        accuracy=[AccuracyT(output=a.output, sqnrDb=a.sqnr_db, maxAbsError=a.max_abs_error,
+                            samples=a.samples, heldOut=a.held_out)
+                  for a in result.accuracy] or None,
     )
     return bundle, blobs
 
@@ -117,7 +122,15 @@ def _tensor(graph: Graph, t: Tensor, result: ExportResult, index: dict[str, int]
         storage=storage,
         byteOffset=t.offset * itemsize,
         aliasOf=index[root.name] if t.view_of else -1,
+        quantization=_quantization(t.quant),
     )
+
+
+def _quantization(quant: Quant | None) -> QuantizationT | None:
+    if quant is None:
+        return None
+    return QuantizationT(scale=list(quant.scale), zeroPoint=list(quant.zero_point),
+                         axis=-1 if quant.axis is None else quant.axis)
 
 
 def _node(node: Any, index: dict[str, int]) -> Any:

@@ -1,0 +1,95 @@
+"""Int8 vs float per example model, measured in one process at 1 BLAS thread.
+
+Usage: python bench/quantized.py [--models cnn,mlp,...] [--runs N]
+
+Per model: bundle size int8/float (target <= 0.3), arena int8/float, SQNR (dB) of NEE's int8
+bundle against the float model on the held-out calibration samples, beside the SQNR the same
+flow gets with torchao's copy of ExecuTorch's XNNPACKQuantizer (same calibration data; the
+target is NEE >= XNNPACK's), and the latency of NEE int8 / NEE float (paired runs: median of
+per-pair ratios and quartiles; lower is better).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy loads: no spinning threads
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+
+from latency import _paired_ms  # noqa: E402
+
+from runtime_py.program import Program  # noqa: E402
+from toolchain.export import export  # noqa: E402
+from toolchain.modules import load_file  # noqa: E402
+from toolchain.quantize.accuracy import measure  # noqa: E402
+from toolchain.quantize.options import Int8Options, split_samples  # noqa: E402
+from toolchain.serialize.bundle import write_bundle  # noqa: E402
+
+MODELS = ["mlp", "cnn", "mobilenet_v2", "resnet18"]
+
+
+def xnnpack_sqnr(model: torch.nn.Module, inputs: tuple, options: Int8Options) -> float:
+    """SQNR of the model quantized by XNNPACKQuantizer (per-channel) and run by NEE."""
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+    from torchao.testing.pt2e._xnnpack_quantizer import (
+        XNNPACKQuantizer,
+        get_symmetric_quantization_config,
+    )
+
+    graph = torch.export.export(model, inputs).module(check_guards=False)
+    prepared = prepare_pt2e(graph, XNNPACKQuantizer().set_global(
+        get_symmetric_quantization_config(is_per_channel=True)))
+    with torch.no_grad():
+        for sample in options.calibration:
+            prepared(*sample)
+    result = export(convert_pt2e(prepared), inputs)
+    return measure(model, result, options.evaluation, True)[0].sqnr_db
+
+
+def bench(name: str, runs: int, folder: Path) -> str:
+    module = load_file(ROOT / "examples" / f"{name}.py")
+    model, inputs = module.Model().eval(), module.example_inputs()
+    options = Int8Options(*split_samples(module.calibration_inputs()))
+    paths = {}
+    for kind, quantize in (("float", None), ("int8", options)):
+        result = export(model, inputs, quantize=quantize)
+        paths[kind] = folder / f"{name}_{kind}.nee"
+        write_bundle(result, paths[kind])
+        if quantize:
+            sqnr = result.accuracy[0].sqnr_db
+    programs = {k: Program.load(p) for k, p in paths.items()}
+    arrays = [t.numpy() for t in inputs]
+    size = paths["int8"].stat().st_size / paths["float"].stat().st_size
+    arena = programs["int8"].arena_bytes / programs["float"].arena_bytes
+    float_ms, int8_ms, ratios = _paired_ms(lambda: programs["float"].run(*arrays),
+                                           lambda: programs["int8"].run(*arrays), runs)
+    q1, q3 = np.percentile(ratios, [25, 75])
+    return (f"{name:14s} size {size:5.2f}  arena {arena:5.2f}  SQNR {sqnr:5.1f} dB "
+            f"(XNNPACKQuantizer {xnnpack_sqnr(model, inputs, options):5.1f})  "
+            f"int8/float {np.median(ratios):5.2f} [{q1:.2f}-{q3:.2f}] "
+            f"({int8_ms:.2f} vs {float_ms:.2f} ms)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--runs", type=int, default=20)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as folder:
+        for name in args.models.split(","):
+            print(bench(name, args.runs, Path(folder)), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,366 @@
+"""Pass: fold PT2E's quantize/dequantize nodes into integer ops.
+
+Rewrites: each ``dequantize -> op [-> relu/hardtanh] -> quantize`` whose op has an int8 form
+    (``INT8_RULES``) into one int8 op on the int8 tensors: zero points, TFLite fixed-point
+    multipliers (``toolchain.quantize.fixed_point``) and the activation's clamp range as
+    arguments, weights int8 per channel, bias int32 at scale in_scale * w_scale[c]. Ops that only
+    move or select values (views, max pooling, concatenation) run on the int8 tensors unchanged
+    when their input and output parameters are equal. The quantize/dequantize nodes left (at the
+    program's float inputs and outputs, around ops without an int8 form) become NEE's
+    float<->int8 kernels; nodes nobody reads any more are dropped.
+Requires: capture's functional graph (before alias_views and to_out_variant).
+Ensures: "qdq_folded": no ``quantized_decomposed`` op is left, and every int8 tensor written by
+    a quantize or int8 op, and every int8/int32 weight and bias, carries its ``Quant``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from toolchain.ir import Graph, Node, Quant, Ref, Tensor, node_inputs
+from toolchain.quantize import fixed_point
+from toolchain.quantize.fixed_point import INT8_MAX, INT8_MIN
+from toolchain.quantize.options import ROUNDINGS
+
+Q = "quantized_decomposed::quantize_per_tensor.default"
+DQ = "quantized_decomposed::dequantize_per_tensor.default"
+DQC = "quantized_decomposed::dequantize_per_channel.default"
+# The float<->int8 conversions left after folding, as NEE's out ops (same arguments).
+CONVERSIONS = {Q: "nee::quantize_per_tensor.out", DQ: "nee::dequantize_per_tensor.out",
+               DQC: "nee::dequantize_per_channel.out"}
+ACTIVATIONS = {"aten::relu.default": (0.0, np.inf), "aten::hardtanh.default": None}
+
+
+
+@dataclass
+class Match:
+    """A float op between dequantize and quantize nodes, with what folding needs."""
+
+    node: Node
+    inputs: dict[str, tuple[str, Quant]]  # argument -> (int8 tensor, its parameters)
+    swap: dict[str, str]  # dequantized input -> the int8 tensor it came from
+    out: str  # the int8 tensor the quantize node wrote
+    name: str  # the float value it quantized, whose name the int8 value takes
+    out_quant: Quant
+    clamp: tuple[float, float]  # real range of the activation folded in
+    removed: list[Node]  # nodes the int8 op replaces
+
+
+Rule = Callable[[Graph, Match], Node | None]
+
+
+def fold_qdq(graph: Graph) -> Graph:
+    """Apply the rewrite described in the module docstring."""
+    if any(n.op in CONVERSIONS for n in graph.nodes):
+        _attach_params(graph)
+        _fold(graph)
+        _drop_dead(graph)
+        for node in graph.nodes:
+            if node.op in CONVERSIONS:
+                node.op, node.out_names = CONVERSIONS[node.op], ["out"]
+                node.args = {k: v for k, v in node.args.items() if k not in ("dtype", "out_dtype")}
+                node.args["out"] = Ref(node.outputs[0])
+    graph.ensured.add("qdq_folded")
+    return graph
+
+
+def _attach_params(graph: Graph) -> None:
+    """The Quant of every quantize output and of every int8 constant a dequantize reads."""
+    for node in graph.nodes:
+        if node.op == Q:
+            graph.tensors[node.outputs[0]].quant = _per_tensor(node)
+        elif node.op == DQ and graph.is_const(node.args["input"].name):
+            graph.tensors[node.args["input"].name].quant = _per_tensor(node)
+        elif node.op == DQC:
+            scales = graph.const_value(node.args["scales"].name)
+            zeros = graph.const_value(node.args["zero_points"].name)
+            graph.tensors[node.args["input"].name].quant = Quant(
+                tuple(float(s) for s in scales.astype(np.float32)),
+                tuple(int(z) for z in zeros), node.args["axis"])
+
+
+def _per_tensor(node: Node) -> Quant:
+    return Quant((float(np.float32(node.args["scale"])),), (int(node.args["zero_point"]),))
+
+
+def _fold(graph: Graph) -> None:
+    producers, readers = graph.producers(), graph.readers()
+    nodes: list[Node] = []
+    removed: set[int] = set()
+    for node in graph.nodes:
+        rule = INT8_RULES.get(node.op)
+        match = _match(graph, node, producers, readers) if rule else None
+        new = rule(graph, match) if match else None
+        if new is None:
+            nodes.append(node)
+            continue
+        nodes.append(new)
+        removed.update(id(n) for n in match.removed)
+        for gone in (match.node, *match.removed):  # the float values the int8 op replaces
+            for out in gone.outputs:
+                if out not in new.outputs:
+                    del graph.tensors[out]
+        _rename_tensor(graph, new, match.out, match.name)  # the model's name for the value
+    graph.nodes = [n for n in nodes if id(n) not in removed]
+
+
+def _rename_tensor(graph: Graph, producer: Node, old: str, new: str) -> None:
+    graph.rename(old, new)
+    tensor = graph.tensors.pop(old)
+    tensor.name = new
+    graph.tensors[new] = tensor
+    producer.outputs = [new if o == old else o for o in producer.outputs]
+    producer.args = {k: Ref(new) if v == Ref(old) else v for k, v in producer.args.items()}
+
+
+def _match(graph: Graph, node: Node, producers: dict[str, Node],
+           readers: dict[str, list[Node]]) -> Match | None:
+    """``node`` with int8 activation inputs (from dequantize nodes) and its (activation's)
+    output read only by quantize nodes of one set of parameters; None when it is not so."""
+    inputs, swap = {}, {}
+    for key, value in node.args.items():
+        for i, ref in enumerate(value if isinstance(value, list) else [value]):
+            if not isinstance(ref, Ref) or graph.is_const(ref.name) or _weight(graph, ref.name):
+                continue
+            source = producers.get(ref.name)
+            if source is None or source.op != DQ:
+                return None  # a float activation input: the op stays float
+            name = swap[ref.name] = source.args["input"].name
+            inputs[f"{key}.{i}" if isinstance(value, list) else key] = (
+                name, graph.tensors[name].quant)
+    tail, clamp, chain = node.outputs[0], (-np.inf, np.inf), [node]
+    following = readers.get(tail, [])
+    if len(following) == 1 and following[0].op in ACTIVATIONS and tail not in graph.outputs:
+        act = following[0]
+        clamp = ACTIVATIONS[act.op] or (act.args.get("min_val", -1.0), act.args.get("max_val", 1.0))
+        tail, chain = act.outputs[0], [node, act]
+        following = readers.get(tail, [])
+    quants = [r for r in following if r.op == Q]
+    if (not inputs or not quants or len(quants) != len(following) or tail in graph.outputs
+            or len({_per_tensor(q) for q in quants}) != 1
+            or any(readers.get(o) for o in node.outputs[1:])):
+        return None
+    keep, *dupes = quants
+    for dupe in dupes:  # the same quantization twice: one int8 tensor serves both
+        graph.rename(dupe.outputs[0], keep.outputs[0])
+    return Match(node, inputs, swap, keep.outputs[0], tail, _per_tensor(keep), clamp,
+                 [*chain[1:], *quants])
+
+
+def _weight(graph: Graph, name: str) -> tuple[str, tuple[float, ...]] | None:
+    """The int8 constant behind a dequantized weight (through a [1, 0] permute, as linear layers
+    decompose) and its scales per output channel (dim 0; a per-tensor scale repeated)."""
+    node = graph.producers().get(name)
+    if node is not None and node.op == "aten::permute.default" and node.args["dims"] == [1, 0]:
+        node = graph.producers().get(node.args["self"].name)
+    if node is None or node.op not in (DQ, DQC) or not graph.is_const(node.args["input"].name):
+        return None
+    weight = graph.tensors[node.args["input"].name]
+    quant = weight.quant
+    if quant.axis not in (None, 0) or any(quant.zero_point):
+        return None  # TFLite's int8 kernels take symmetric weights along the output channels
+    return weight.name, quant.scale if quant.axis == 0 else quant.scale * weight.shape[0]
+
+
+def _clamp(match: Match) -> dict[str, int]:
+    """The activation's real range as int8 bounds (TFLite's CalculateActivationRangeQuantized,
+    for any hardtanh range)."""
+    out = _scalar(match.out_quant)
+    lo, hi = (int(np.clip(fixed_point.quantize_value(r, out), INT8_MIN, INT8_MAX))
+              if np.isfinite(r) else default
+              for r, default in zip(match.clamp, (INT8_MIN, INT8_MAX), strict=True))
+    return {"activation_min": lo, "activation_max": hi}
+
+
+def _round_away(x: float | np.ndarray) -> np.ndarray:
+    """Round half away from zero (C's round, TfLiteRound)."""
+    return np.sign(x) * np.floor(np.abs(x) + 0.5)
+
+
+def _int8_node(op: str, match: Match, args: dict) -> Node:
+    return Node(op, {**args, "out": Ref(match.out)}, [match.out], match.node.source,
+                match.node.call, out_names=["out"])
+
+
+def _same_params(match: Match) -> bool:
+    return all(q == match.out_quant for _, q in match.inputs.values())
+
+
+def _weighted(graph: Graph, match: Match, x: str, weight: str, bias: Ref | None,
+              requant: Callable[..., dict], rounding: str) -> dict | None:
+    """Arguments of an int8 conv or linear op: input, int8 weight, int32 bias, requantization."""
+    found = _weight(graph, weight)
+    if found is None or (bias is not None and not graph.is_const(bias.name)):
+        return None
+    name, scales = found
+    x_name, x_quant = match.inputs[x]
+    return {"input": Ref(x_name), "weight": Ref(name),
+            "bias": _bias(graph, bias, x_quant.scale[0], scales, f"{match.name}_bias"),
+            **requant(_scalar(x_quant), scales, _scalar(match.out_quant), rounding=rounding),
+            **_clamp(match)}
+
+
+def _scalar(quant: Quant) -> fixed_point.Quant:
+    return fixed_point.Quant(quant.scale[0], quant.zero_point[0])
+
+
+def _bias(graph: Graph, ref: Ref | None, input_scale: float, scales: tuple[float, ...],
+          name: str) -> Ref | None:
+    """The float bias as an int32 constant at scale input_scale * weight_scale[c]."""
+    if ref is None:
+        return None
+    bias_scales = np.float64(input_scale) * np.asarray(scales, np.float64)
+    value = _round_away(graph.const_value(ref.name).astype(np.float64) / bias_scales)
+    data = np.clip(value, -(2**31), 2**31 - 1).astype(np.int32)
+    ref = _const(graph, name, data)
+    graph.tensors[name].quant = Quant(
+        tuple(float(s) for s in bias_scales.astype(np.float32)), (0,) * len(scales), 0)
+    return ref
+
+
+def _conv(graph: Graph, match: Match) -> Node | None:
+    a = match.node.args
+    if a["transposed"] or len(graph.tensors[a["input"].name].shape) != 4:
+        return None
+    args = _weighted(graph, match, "input", a["weight"].name, a.get("bias"),
+                     fixed_point.conv_requant, ROUNDINGS[graph.int8_rounding][0])
+    geometry = {k: a[k] for k in ("stride", "padding", "dilation", "groups")}
+    return _int8_node("nee::conv2d_int8.out", match, {**args, **geometry}) if args else None
+
+
+def _linear(graph: Graph, match: Match) -> Node | None:
+    """addmm(bias, x, weight.T) or mm(x, weight.T), as linear layers decompose."""
+    a = match.node.args
+    if a.get("beta", 1) != 1 or a.get("alpha", 1) != 1:
+        return None
+    x = "mat1" if "mat1" in a else "self"
+    args = _weighted(graph, match, x, a["mat2"].name, a["self"] if x == "mat1" else None,
+                     fixed_point.linear_requant, ROUNDINGS[graph.int8_rounding][1])
+    return _int8_node("nee::linear_int8.out", match, args) if args else None
+
+
+def _binary(op: str, requant: Callable[..., dict]) -> Rule:
+    """add/mul of two int8 tensors (TFLite's ADD/MUL), with their requantization."""
+
+    def rule(graph: Graph, match: Match) -> Node | None:
+        if match.node.args.get("alpha", 1) != 1 or match.inputs.keys() != {"self", "other"}:
+            return None
+        (a, qa), (b, qb) = match.inputs["self"], match.inputs["other"]
+        args = {"self": Ref(a), "other": Ref(b),
+                **requant(_scalar(qa), _scalar(qb), _scalar(match.out_quant)), **_clamp(match)}
+        return _int8_node(op, match, args)
+
+    return rule
+
+
+def _avg_pool(graph: Graph, match: Match) -> Node | None:
+    """TFLite's AVERAGE_POOL_2D divides by the taps inside the image: torch's semantics only when
+    nothing is padded or padding is not counted."""
+    a = match.node.args
+    padding = list(a.get("padding", [0, 0]))
+    if (not _same_params(match) or a.get("ceil_mode") or a.get("divisor_override") is not None
+            or (any(padding) and a.get("count_include_pad", True))):
+        return None
+    args = {"self": Ref(match.inputs["self"][0]), "kernel_size": a["kernel_size"],
+            "stride": a.get("stride") or a["kernel_size"], "padding": padding, **_clamp(match)}
+    return _int8_node("nee::avg_pool2d_int8.out", match, args)
+
+
+def _mean(graph: Graph, match: Match) -> Node | None:
+    """mean over H and W of an NCHW tensor (TFLite's MEAN over the spatial axes)."""
+    a = match.node.args
+    x, x_quant = match.inputs["self"]
+    rank = len(graph.tensors[x].shape)
+    if rank != 4 or sorted(d % rank for d in a.get("dim") or []) != [2, 3] or a.get("dtype"):
+        return None
+    args = {"self": Ref(x), "dim": [2, 3], "keepdim": bool(a.get("keepdim", False)),
+            **fixed_point.mean_requant(_scalar(x_quant), _scalar(match.out_quant))}
+    return _int8_node("nee::mean_int8.out", match, args)
+
+
+def _lookup(table: Callable[[fixed_point.Quant, fixed_point.Quant], np.ndarray]) -> Rule:
+    """An int8 -> int8 function of one input as a 256-entry table (TFLite's LOGISTIC, TANH and
+    HARD_SWISH are such tables)."""
+
+    def rule(graph: Graph, match: Match) -> Node | None:
+        x, x_quant = match.inputs["self"]
+        if match.clamp != (-np.inf, np.inf):
+            return None
+        values = table(_scalar(x_quant), _scalar(match.out_quant))
+        return _int8_node("nee::lookup_int8.out", match, {
+            "self": Ref(x), "table": _const(graph, f"{match.name}_table", values)})
+
+    return rule
+
+
+def _softmax(graph: Graph, match: Match) -> Node | None:
+    """TFLite's int8 SOFTMAX: output parameters fixed at (1/256, -128) by the quantizer."""
+    x, x_quant = match.inputs["self"]
+    out = _scalar(match.out_quant)
+    if (out.zero_point, out.scale) != (fixed_point.SOFTMAX_OUTPUT.zero_point,
+                                       fixed_point.f32(fixed_point.SOFTMAX_OUTPUT.scale)):
+        return None
+    table = fixed_point.softmax_table(_scalar(x_quant))
+    return _int8_node("nee::softmax_int8.out", match, {
+        "self": Ref(x), "dim": match.node.args["dim"],
+        "table": _const(graph, f"{match.name}_table", table)})
+
+
+def _const(graph: Graph, name: str, data: np.ndarray) -> Ref:
+    graph.tensors[name] = Tensor(name, data.shape, data.dtype.name, "const", data=data)
+    return Ref(name)
+
+
+def _unchanged(graph: Graph, match: Match) -> Node | None:
+    """An op that moves or selects values, on the int8 tensors (equal parameters in and out)."""
+    if not _same_params(match) or match.clamp != (-np.inf, np.inf):
+        return None
+    node = match.node
+    args = {k: _swapped(v, match.swap) for k, v in node.args.items()}
+    return Node(node.op, args, [match.out, *node.outputs[1:]], node.source, node.call)
+
+
+def _swapped(value: object, swap: dict[str, str]) -> object:
+    if isinstance(value, Ref):
+        return Ref(swap.get(value.name, value.name))
+    if isinstance(value, list):
+        return [_swapped(v, swap) for v in value]
+    return value
+
+
+def _drop_dead(graph: Graph) -> None:
+    """Remove nodes whose outputs nobody reads (dequantize nodes of folded inputs, weight
+    permutes); capture's functional graph has no side effects."""
+    while True:
+        read = {graph.storage_of(n) for node in graph.nodes for n in node_inputs(node)}
+        read |= {graph.storage_of(n) for n in graph.outputs}
+        dead = [n for n in graph.nodes if not any(o in read for o in n.outputs)]
+        if not dead:
+            return
+        for node in dead:
+            for out in node.outputs:
+                del graph.tensors[out]
+        gone = {id(n) for n in dead}
+        graph.nodes = [n for n in graph.nodes if id(n) not in gone]
+
+
+INT8_RULES: dict[str, Rule] = {
+    "aten::convolution.default": _conv,
+    "aten::addmm.default": _linear,
+    "aten::mm.default": _linear,
+    "aten::add.Tensor": _binary("nee::add_int8.out", fixed_point.add_requant),
+    "aten::mul.Tensor": _binary("nee::mul_int8.out", fixed_point.mul_requant),
+    "aten::avg_pool2d.default": _avg_pool,
+    "aten::mean.dim": _mean,
+    "aten::sigmoid.default": _lookup(fixed_point.sigmoid_table),
+    "aten::tanh.default": _lookup(fixed_point.tanh_table),
+    "aten::hardswish.default": _lookup(fixed_point.hardswish_table),
+    "aten::_softmax.default": _softmax,
+    **dict.fromkeys(("aten::max_pool2d_with_indices.default", "aten::cat.default",
+                     "aten::view.default", "aten::_unsafe_view.default", "aten::permute.default",
+                     "aten::squeeze.dims", "aten::unsqueeze.default", "aten::clone.default",
+                     "aten::slice.Tensor", "aten::expand.default"), _unchanged),
+}

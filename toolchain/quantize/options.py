@@ -1,0 +1,54 @@
+"""Options of int8 export (no torch or torchao import: the CLI and export() build them)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolchain.errors import ExportError
+
+OBSERVERS = ("minmax", "histogram")
+# Requantization per target: the rounding of conv and of fully-connected kernels. "double" is
+# MultiplyByQuantizedMultiplier as TFLite Micro and Vela's TFLite path do it; "single" its
+# single-rounding build (XNNPACK, TOSA/ExecuTorch-Arm); "litert" what LiteRT's reference
+# kernels do since 2025 (fully-connected rescales in double precision).
+ROUNDINGS = {"double": ("double", "double"), "single": ("single", "single"),
+             "litert": ("double", "float")}
+
+Sample = tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class Int8Options:
+    """What ``export(..., quantize=...)`` needs: calibration samples (input tuples), held-out
+    samples for the accuracy report, the activation observer and the requantization rounding
+    (a key of ROUNDINGS)."""
+
+    calibration: Sequence[Sample]
+    evaluation: Sequence[Sample] = field(default_factory=tuple)
+    observer: str = "minmax"
+    rounding: str = "double"
+
+    def __post_init__(self) -> None:
+        if self.observer not in OBSERVERS:
+            raise ExportError("observer", f"one of {list(OBSERVERS)}", repr(self.observer),
+                              "minmax follows the calibration data's extremes; histogram "
+                              "ignores rare outliers")
+        if self.rounding not in ROUNDINGS:
+            raise ExportError("rounding", f"one of {list(ROUNDINGS)}", repr(self.rounding),
+                              "double matches TFLite Micro and Vela")
+        if not self.calibration:
+            raise ExportError("calibration data", "at least one input tuple", "none",
+                              "add calibration_inputs() to the model file or pass "
+                              "--calibration DIR")
+
+
+def split_samples(samples: Sequence[Sample]) -> tuple[list[Sample], list[Sample]]:
+    """Every fourth sample held out for the accuracy report (when there are at least four)."""
+    samples = list(samples)
+    if len(samples) < 4:
+        return samples, []
+    held = set(range(3, len(samples), 4))
+    return ([s for i, s in enumerate(samples) if i not in held],
+            [s for i, s in enumerate(samples) if i in held])

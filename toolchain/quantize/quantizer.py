@@ -1,0 +1,127 @@
+"""NEE's PT2E quantizer: the int8 scheme Ethos-U, TFLite Micro and CMSIS-NN share.
+
+- Activations: int8 per-tensor asymmetric, [-128, 127], min/max or histogram observer.
+- Weights of convolutions and linear layers: int8 per-channel symmetric, [-127, 127] (axis 0).
+- Biases stay float here; the fold pass stores them as int32 at scale in_scale * w_scale[c].
+- A relu/relu6/hardtanh right after a conv, linear, add or mul is part of its producer: the
+  output is observed after the activation (the int8 op then clamps to that range).
+- Pools, views, concatenation and max/min take their input's parameters (shared), so they run
+  on int8 values unchanged.
+- Sigmoid, tanh and softmax outputs get the fixed parameters TFLite's int8 kernels require
+  (1/256 and -128; 1/128 and 0 for tanh), unless the model returns them (a classifier's final
+  softmax stays float); hardswish and mean get their own; everything else stays float.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.fx import GraphModule, Node
+from torchao.quantization.pt2e.observer import (
+    HistogramObserver,
+    MinMaxObserver,
+    PerChannelMinMaxObserver,
+)
+from torchao.quantization.pt2e.quantizer import (
+    FixedQParamsQuantizationSpec,
+    QuantizationAnnotation,
+    QuantizationSpec,
+    Quantizer,
+    SharedQuantizationSpec,
+)
+
+from toolchain.quantize.fixed_point import SIGMOID_OUTPUT, SOFTMAX_OUTPUT, TANH_OUTPUT, Quant
+
+aten = torch.ops.aten
+
+OBSERVERS = {"minmax": MinMaxObserver, "histogram": HistogramObserver}  # options.OBSERVERS
+
+_WEIGHTED = {aten.conv2d.default: 1, aten.linear.default: 1}  # op -> weight argument index
+_BINARY = (aten.add.Tensor, aten.mul.Tensor)
+_ACTIVATIONS = (aten.relu.default, aten.relu_.default, aten.hardtanh.default,
+                aten.hardtanh_.default, aten.relu6.default)
+_SHARED = (aten.max_pool2d.default, aten.avg_pool2d.default, aten.adaptive_avg_pool2d.default,
+           aten.flatten.using_ints, aten.view.default, aten.reshape.default,
+           aten.permute.default, aten.squeeze.dim, aten.unsqueeze.default, aten.dropout.default,
+           aten.transpose.int)
+_OWN_PARAMS = (aten.hardswish.default, aten.hardswish_.default, aten.mean.dim)
+_FIXED = {aten.sigmoid.default: SIGMOID_OUTPUT, aten.softmax.int: SOFTMAX_OUTPUT,
+          aten.tanh.default: TANH_OUTPUT}
+
+
+class NeeQuantizer(Quantizer):
+    """Annotates a ``torch.export``-ed module (``ep.module()``) for ``prepare_pt2e``."""
+
+    def __init__(self, observer: str = "minmax") -> None:
+        super().__init__()
+        self.act = QuantizationSpec(
+            dtype=torch.int8, quant_min=-128, quant_max=127, qscheme=torch.per_tensor_affine,
+            observer_or_fake_quant_ctr=OBSERVERS[observer].with_args(eps=2.0**-20))
+        self.weight = QuantizationSpec(
+            dtype=torch.int8, quant_min=-127, quant_max=127, qscheme=torch.per_channel_symmetric,
+            ch_axis=0, observer_or_fake_quant_ctr=PerChannelMinMaxObserver.with_args(
+                eps=2.0**-20))
+
+    def annotate(self, model: GraphModule) -> GraphModule:
+        """Annotate every node this scheme quantizes (see the module docstring)."""
+        for node in model.graph.nodes:
+            if node.op != "call_function" or _annotated(node):
+                continue
+            if node.target in _WEIGHTED or node.target in _BINARY:
+                self._producer(node)
+            elif node.target in _OWN_PARAMS:
+                _annotate(node, {_input(node): self.act}, self.act)
+            elif node.target in _FIXED and not _returned(node):
+                _annotate(node, {_input(node): self.act}, _fixed(_FIXED[node.target]))
+            elif node.target in _SHARED and _input(node) is not None:
+                source = _input(node)
+                _annotate(node, {source: self.act}, SharedQuantizationSpec((source, node)))
+            elif node.target == aten.cat.default:
+                self._cat(node)
+        return model
+
+    def validate(self, model: GraphModule) -> None:
+        """Nothing to check: any annotation this quantizer makes is one the fold pass handles."""
+
+    def _producer(self, node: Node) -> None:
+        """A conv/linear/add/mul and the activation folded into it."""
+        inputs = {a: self.act for a in node.args[:2] if isinstance(a, Node)}
+        if node.target in _WEIGHTED:
+            weight = node.args[_WEIGHTED[node.target]]
+            inputs = {node.args[0]: self.act, weight: self.weight}
+        users = list(node.users)
+        activation = users[0] if len(users) == 1 and users[0].target in _ACTIVATIONS else None
+        _annotate(node, inputs, None if activation else self.act)
+        if activation is not None:
+            _annotate(activation, {}, self.act)
+
+    def _cat(self, node: Node) -> None:
+        tensors = [t for t in node.args[0] if isinstance(t, Node)]
+        if not tensors:
+            return
+        first = tensors[0]
+        shared = SharedQuantizationSpec((first, node))
+        _annotate(node, {t: self.act if t is first else shared for t in tensors}, shared)
+
+
+def _fixed(quant: Quant) -> FixedQParamsQuantizationSpec:
+    return FixedQParamsQuantizationSpec(torch.int8, quant.scale, quant.zero_point, -128, 127,
+                                        torch.per_tensor_affine)
+
+
+def _returned(node: Node) -> bool:
+    """A model output: a fixed 1/256 step would only lose precision before the float result."""
+    return any(user.op == "output" for user in node.users)
+
+
+def _input(node: Node) -> Node | None:
+    return node.args[0] if node.args and isinstance(node.args[0], Node) else None
+
+
+def _annotated(node: Node) -> bool:
+    annotation = node.meta.get("quantization_annotation")
+    return annotation is not None and annotation._annotated
+
+
+def _annotate(node: Node, inputs: dict, output: object) -> None:
+    node.meta["quantization_annotation"] = QuantizationAnnotation(
+        input_qspec_map=inputs, output_qspec=output, _annotated=True)
