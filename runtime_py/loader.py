@@ -207,7 +207,8 @@ def _check_quantization(b: LoadedBundle) -> None:
                 for problem in [_quantization_problem(t, t.quantization)] if problem]
     if problems:
         raise _fail(b, "quantization parameters", "integer tensors with one positive finite "
-                    "scale (or one per index along axis) and zero points in the dtype's range",
+                    "scale (or one per index along axis) and one zero point per scale (or one "
+                    "for all) in the dtype's range",
                     "; ".join(problems))
 
 
@@ -220,7 +221,7 @@ def _quantization_problem(t: Any, q: Any) -> str:
         return f"dtype {dtype.name}"
     if count is None:
         return f"axis {q.axis} of a rank-{len(shape)} tensor"
-    if len(scales) != count or len(zeros) != count:
+    if len(scales) != count or len(zeros) not in (1, count):
         return f"{len(scales)} scales and {len(zeros)} zero points for {count}"
     if not all(np.isfinite(scales)) or min(scales, default=1) <= 0:
         return f"scales {scales[:4]}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -176,3 +177,25 @@ def test_bundles_without_output_names_use_the_tensor_names(tmp_path, exported):
 class _TwoOutputs(torch.nn.Module):
     def forward(self, x):
         return {"double": x * 2, "half": x / 2}
+
+
+def test_bad_quantization_parameters_are_all_listed_at_load(tmp_path):
+    from toolchain.modules import load_file
+    from toolchain.quantize.options import Int8Options
+
+    module = load_file(Path(__file__).resolve().parents[1] / "examples" / "mlp.py")
+    path = tmp_path / "mlp_int8.nee"
+    samples = module.calibration_inputs()[:2]
+    write_bundle(export(module.Model(), module.example_inputs(),
+                        quantize=Int8Options(samples)), path)
+    bundle, write = _repack(path, tmp_path, "bad_quant.nee")
+    quantized = [t for t in bundle.tensors if t.quantization is not None]
+    per_channel = next(t for t in quantized if t.quantization.axis == 0)
+    per_channel.quantization.scale = [1.0, -1.0, *per_channel.quantization.scale[2:]]
+    quantized[0].quantization.zeroPoint = [300]
+    float_tensor = next(t for t in bundle.tensors if t.dtype == 0)
+    float_tensor.quantization = quantized[0].quantization
+    with pytest.raises(BundleError, match="quantization parameters") as error:
+        Program.load(write())
+    for problem in ("scales [", "zero points [300]", "dtype float32"):
+        assert problem in str(error.value)

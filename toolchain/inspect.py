@@ -50,14 +50,13 @@ def _int8(loaded: LoadedBundle) -> list[str]:
     if not any(t.quantization is not None for t in b.tensors or []):
         return []
     floats = [f"  {n.op} at {n.source or '?'}" for n in b.nodes or []
-              if n.op not in _CONVERSIONS and DTYPES[b.tensors[n.outputs[0]].dtype] != "int8"
-              and b.tensors[n.outputs[0]].aliasOf < 0]
+              if n.op not in _CONVERSIONS and DTYPES[b.tensors[n.outputs[0]].dtype] != "int8"]
     accuracy = [f"  {a.output}: SQNR {a.sqnrDb:.1f} dB, max abs error {a.maxAbsError:.4g} over "
                 f"{a.samples} {'held-out' if a.heldOut else 'calibration'} sample(s)"
                 for a in b.accuracy or []]
     return ["int8 accuracy vs float (measured at export):\n" + "\n".join(accuracy or ["  -"]),
-            f"ops left in float ({len(floats)}; int8 kernels for them are missing or their "
-            f"parameters do not allow one):\n" + "\n".join(floats or ["  none"])]
+            f"ops left in float ({len(floats)}: no int8 kernel, parameters that rule one out, "
+            f"or a returned softmax/sigmoid/tanh):\n" + "\n".join(floats or ["  none"])]
 
 
 def _node(loaded: LoadedBundle, i: int, node) -> str:

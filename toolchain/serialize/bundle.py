@@ -129,7 +129,9 @@ def _tensor(graph: Graph, t: Tensor, result: ExportResult, index: dict[str, int]
 def _quantization(quant: Quant | None) -> QuantizationT | None:
     if quant is None:
         return None
-    return QuantizationT(scale=list(quant.scale), zeroPoint=list(quant.zero_point),
+    zeros = list(quant.zero_point)
+    return QuantizationT(scale=list(quant.scale),
+                         zeroPoint=zeros[:1] if len(set(zeros)) == 1 else zeros,
                          axis=-1 if quant.axis is None else quant.axis)
 
 
