@@ -151,3 +151,17 @@ def test_a_model_quantized_by_the_user_with_pt2e_is_accepted():
         prepared(*sample)
     result = export(convert_pt2e(prepared), inputs)
     assert sum(n.op == "nee::conv2d_int8.out" for n in result.graph.nodes) == 3
+
+
+def test_linear_layers_on_3d_inputs_run_in_int8_and_an_inf_masked_softmax_stays_float():
+    """A transformer: its linear layers reshape to 2-D and back around the int8 op; the
+    attention scores carry a -inf mask, which cannot be quantized, so that softmax stays float
+    instead of getting an infinite scale."""
+    module = load_example("transformer")
+    generator = torch.Generator().manual_seed(0)
+    samples = [(torch.randint(0, 100, (1, 32), generator=generator),) for _ in range(8)]
+    result = export(module.Model(), module.example_inputs(),
+                    quantize=Int8Options(*split_samples(samples)))
+    ops = [n.op for n in result.graph.nodes]
+    assert ops.count("nee::linear_int8.out") == 5 and ops.count("aten::_softmax.out") == 1
+    assert result.accuracy[0].sqnr_db > 25

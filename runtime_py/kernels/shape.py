@@ -37,7 +37,7 @@ def cat(tensors: Sequence[np.ndarray], dim: int = 0, *, out: np.ndarray) -> None
 
 
 KERNELS: dict[str, Kernel] = {
-    "aten::clone.out": Kernel(clone, ALL, inplace=True),
+    "aten::clone.out": Kernel(clone, ALL | INT8, inplace=True),
     "aten::_to_copy.out": Kernel(to_copy, ALL, inplace=True),
     "aten::copy.out": Kernel(copy, ALL, inplace=True),
     "aten::cat.out": Kernel(cat, ALL | INT8),

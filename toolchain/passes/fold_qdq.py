@@ -15,6 +15,7 @@ Ensures: "qdq_folded": no ``quantized_decomposed`` op is left, and every int8 te
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -31,6 +32,7 @@ DQC = "quantized_decomposed::dequantize_per_channel.default"
 # The float<->int8 conversions left after folding, as NEE's out ops (same arguments).
 CONVERSIONS = {Q: "nee::quantize_per_tensor.out", DQ: "nee::dequantize_per_tensor.out",
                DQC: "nee::dequantize_per_channel.out"}
+RESHAPES = ("aten::view.default", "aten::_unsafe_view.default", "aten::reshape.default")
 ACTIVATIONS = {"aten::relu.default": (0.0, np.inf), "aten::hardtanh.default": None}
 
 
@@ -47,6 +49,10 @@ class Match:
     out_quant: Quant
     clamp: tuple[float, float]  # real range of the activation folded in
     removed: list[Node]  # nodes the int8 op replaces
+    before: list[Node]  # int8 reshapes of inputs (a linear layer on 3-D input reshapes to 2-D)
+    after: Node | None  # the int8 reshape of the result back (it writes ``out``)
+    tensors: list[Tensor]  # the int8 values those reshapes read or write
+    weights: dict[str, tuple[str, tuple[float, ...]]]  # argument -> int8 weight, its scales
 
 
 Rule = Callable[[Graph, Match], Node | None]
@@ -55,6 +61,7 @@ Rule = Callable[[Graph, Match], Node | None]
 def fold_qdq(graph: Graph) -> Graph:
     """Apply the rewrite described in the module docstring."""
     if any(n.op in CONVERSIONS for n in graph.nodes):
+        _keep_float_where_unquantizable(graph)
         _attach_params(graph)
         _fold(graph)
         _drop_dead(graph)
@@ -65,6 +72,28 @@ def fold_qdq(graph: Graph) -> Graph:
                 node.args["out"] = Ref(node.outputs[0])
     graph.ensured.add("qdq_folded")
     return graph
+
+
+def _keep_float_where_unquantizable(graph: Graph) -> None:
+    """Drop quantize -> dequantize pairs whose calibrated scale is not a positive finite number
+    (calibration saw inf or nan there, e.g. an additive -inf attention mask): that value stays
+    float, as if it had not been annotated."""
+    readers = graph.readers()
+    dropped: set[int] = set()
+    for node in graph.nodes:
+        scale = node.args.get("scale") if node.op == Q else None
+        if scale is None or (np.isfinite(scale) and scale > 0):
+            continue
+        source = node.args["input"].name
+        for reader in readers.get(node.outputs[0], []):
+            graph.rename(reader.outputs[0], source)  # a DQ: its readers read the float value
+            dropped.add(id(reader))
+        dropped.add(id(node))
+    for node in graph.nodes:
+        if id(node) in dropped:
+            for out in node.outputs:
+                del graph.tensors[out]
+    graph.nodes = [n for n in graph.nodes if id(n) not in dropped]
 
 
 def _attach_params(graph: Graph) -> None:
@@ -91,19 +120,27 @@ def _fold(graph: Graph) -> None:
     nodes: list[Node] = []
     removed: set[int] = set()
     for node in graph.nodes:
+        if id(node) in removed:
+            continue
         rule = INT8_RULES.get(node.op)
         match = _match(graph, node, producers, readers) if rule else None
         new = rule(graph, match) if match else None
         if new is None:
             nodes.append(node)
             continue
-        nodes.append(new)
         removed.update(id(n) for n in match.removed)
         for gone in (match.node, *match.removed):  # the float values the int8 op replaces
             for out in gone.outputs:
                 if out not in new.outputs:
                     del graph.tensors[out]
-        _rename_tensor(graph, new, match.out, match.name)  # the model's name for the value
+        graph.tensors.update((t.name, t) for t in match.tensors)
+        if match.after is not None:  # the int8 op writes what the reshape reads
+            middle = match.after.args["self"]
+            new.outputs = [middle.name, *new.outputs[1:]]
+            if "out" in new.args:
+                new.args["out"] = middle
+        nodes += [*match.before, new, *([match.after] if match.after else [])]
+        _rename_tensor(graph, nodes[-1], match.out, match.name)  # the model's name for the value
     graph.nodes = [n for n in nodes if id(n) not in removed]
 
 
@@ -118,25 +155,42 @@ def _rename_tensor(graph: Graph, producer: Node, old: str, new: str) -> None:
 
 def _match(graph: Graph, node: Node, producers: dict[str, Node],
            readers: dict[str, list[Node]]) -> Match | None:
-    """``node`` with int8 activation inputs (from dequantize nodes) and its (activation's)
-    output read only by quantize nodes of one set of parameters; None when it is not so."""
-    inputs, swap = {}, {}
+    """``node`` with int8 activation inputs (from dequantize nodes, maybe reshaped) and its
+    (reshaped, activation's) output read only by quantize nodes of one set of parameters; None
+    when it is not so."""
+    inputs, swap, before, tensors, weights = {}, {}, [], [], {}
     for key, value in node.args.items():
         for i, ref in enumerate(value if isinstance(value, list) else [value]):
-            if not isinstance(ref, Ref) or graph.is_const(ref.name) or _weight(graph, ref.name):
+            if not isinstance(ref, Ref) or graph.is_const(ref.name):
                 continue
-            source = producers.get(ref.name)
+            weight = _weight(graph, ref.name, producers)
+            if weight is not None:
+                weights[key] = weight
+                continue
+            source, view = producers.get(ref.name), None
+            if source is not None and source.op in RESHAPES:
+                view, source = source, producers.get(source.args["self"].name)
             if source is None or source.op != DQ:
                 return None  # a float activation input: the op stays float
-            name = swap[ref.name] = source.args["input"].name
-            inputs[f"{key}.{i}" if isinstance(value, list) else key] = (
-                name, graph.tensors[name].quant)
-    tail, clamp, chain = node.outputs[0], (-np.inf, np.inf), [node]
+            name = source.args["input"].name
+            quant = graph.tensors[name].quant
+            if view is not None:  # the same reshape, of the int8 value
+                reshaped = _int8_like(graph.tensors[ref.name], f"{ref.name}_int8", quant)
+                before.append(_reshape(view, name, reshaped.name))
+                tensors.append(reshaped)
+                name = reshaped.name
+            swap[ref.name] = name
+            inputs[f"{key}.{i}" if isinstance(value, list) else key] = (name, quant)
+    tail, clamp, chain, after = node.outputs[0], (-np.inf, np.inf), [node], None
     following = readers.get(tail, [])
+    if len(following) == 1 and following[0].op in RESHAPES and tail not in graph.outputs:
+        after = following[0]
+        tail, chain = after.outputs[0], [node, after]
+        following = readers.get(tail, [])
     if len(following) == 1 and following[0].op in ACTIVATIONS and tail not in graph.outputs:
         act = following[0]
         clamp = ACTIVATIONS[act.op] or (act.args.get("min_val", -1.0), act.args.get("max_val", 1.0))
-        tail, chain = act.outputs[0], [node, act]
+        tail, chain = act.outputs[0], [*chain, act]
         following = readers.get(tail, [])
     quants = [r for r in following if r.op == Q]
     if (not inputs or not quants or len(quants) != len(following) or tail in graph.outputs
@@ -146,16 +200,31 @@ def _match(graph: Graph, node: Node, producers: dict[str, Node],
     keep, *dupes = quants
     for dupe in dupes:  # the same quantization twice: one int8 tensor serves both
         graph.rename(dupe.outputs[0], keep.outputs[0])
-    return Match(node, inputs, swap, keep.outputs[0], tail, _per_tensor(keep), clamp,
-                 [*chain[1:], *quants])
+    out_quant = _per_tensor(keep)
+    if after is not None:
+        middle = _int8_like(graph.tensors[node.outputs[0]], f"{node.outputs[0]}_int8", out_quant)
+        tensors.append(middle)
+        after = _reshape(after, middle.name, keep.outputs[0])
+    return Match(node, inputs, swap, keep.outputs[0], tail, out_quant, clamp,
+                 [*chain[1:], *quants], before, after, tensors, weights)
 
 
-def _weight(graph: Graph, name: str) -> tuple[str, tuple[float, ...]] | None:
+def _int8_like(value: Tensor, name: str, quant: Quant) -> Tensor:
+    return Tensor(name, value.shape, "int8", "activation", quant=quant)
+
+
+def _reshape(view: Node, source: str, out: str) -> Node:
+    """The model's reshape ``view``, of ``source`` into ``out``."""
+    return Node(view.op, {**view.args, "self": Ref(source)}, [out], view.source, view.call)
+
+
+def _weight(graph: Graph, name: str,
+            producers: dict[str, Node]) -> tuple[str, tuple[float, ...]] | None:
     """The int8 constant behind a dequantized weight (through a [1, 0] permute, as linear layers
     decompose) and its scales per output channel (dim 0; a per-tensor scale repeated)."""
-    node = graph.producers().get(name)
+    node = producers.get(name)
     if node is not None and node.op == "aten::permute.default" and node.args["dims"] == [1, 0]:
-        node = graph.producers().get(node.args["self"].name)
+        node = producers.get(node.args["self"].name)
     if node is None or node.op not in (DQ, DQC) or not graph.is_const(node.args["input"].name):
         return None
     weight = graph.tensors[node.args["input"].name]
@@ -191,8 +260,9 @@ def _same_params(match: Match) -> bool:
 
 def _weighted(graph: Graph, match: Match, x: str, weight: str, bias: Ref | None,
               requant: Callable[..., dict], rounding: str) -> dict | None:
-    """Arguments of an int8 conv or linear op: input, int8 weight, int32 bias, requantization."""
-    found = _weight(graph, weight)
+    """Arguments of an int8 conv or linear op: input (argument ``x``), int8 weight (argument
+    ``weight``), int32 bias, requantization."""
+    found = match.weights.get(weight)
     if found is None or (bias is not None and not graph.is_const(bias.name)):
         return None
     name, scales = found
@@ -225,7 +295,7 @@ def _conv(graph: Graph, match: Match) -> Node | None:
     a = match.node.args
     if a["transposed"] or len(graph.tensors[a["input"].name].shape) != 4:
         return None
-    args = _weighted(graph, match, "input", a["weight"].name, a.get("bias"),
+    args = _weighted(graph, match, "input", "weight", a.get("bias"),
                      fixed_point.conv_requant, ROUNDINGS[graph.int8_rounding][0])
     geometry = {k: a[k] for k in ("stride", "padding", "dilation", "groups")}
     return _int8_node("nee::conv2d_int8.out", match, {**args, **geometry}) if args else None
@@ -237,7 +307,7 @@ def _linear(graph: Graph, match: Match) -> Node | None:
     if a.get("beta", 1) != 1 or a.get("alpha", 1) != 1:
         return None
     x = "mat1" if "mat1" in a else "self"
-    args = _weighted(graph, match, x, a["mat2"].name, a["self"] if x == "mat1" else None,
+    args = _weighted(graph, match, x, "mat2", a["self"] if x == "mat1" else None,
                      fixed_point.linear_requant, ROUNDINGS[graph.int8_rounding][1])
     return _int8_node("nee::linear_int8.out", match, args) if args else None
 
@@ -294,6 +364,11 @@ def _lookup(table: Callable[[fixed_point.Quant, fixed_point.Quant], np.ndarray])
             "self": Ref(x), "table": _const(graph, f"{match.name}_table", values)})
 
     return rule
+
+
+def _hardsigmoid(x: np.ndarray) -> np.ndarray:
+    """relu6(x + 3) / 6 in float32 (no TFLite op: NEE's own table)."""
+    return np.clip(x + np.float32(3), 0, 6) / np.float32(6)
 
 
 def _softmax(graph: Graph, match: Match) -> Node | None:
@@ -358,6 +433,8 @@ INT8_RULES: dict[str, Rule] = {
     "aten::sigmoid.default": _lookup(fixed_point.sigmoid_table),
     "aten::tanh.default": _lookup(fixed_point.tanh_table),
     "aten::hardswish.default": _lookup(fixed_point.hardswish_table),
+    "aten::hardsigmoid.default": _lookup(functools.partial(fixed_point.float_table,
+                                                           _hardsigmoid)),
     "aten::_softmax.default": _softmax,
     **dict.fromkeys(("aten::max_pool2d_with_indices.default", "aten::cat.default",
                      "aten::view.default", "aten::_unsafe_view.default", "aten::permute.default",

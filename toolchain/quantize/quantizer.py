@@ -43,7 +43,8 @@ _SHARED = (aten.max_pool2d.default, aten.avg_pool2d.default, aten.adaptive_avg_p
            aten.flatten.using_ints, aten.view.default, aten.reshape.default,
            aten.permute.default, aten.squeeze.dim, aten.unsqueeze.default, aten.dropout.default,
            aten.transpose.int)
-_OWN_PARAMS = (aten.hardswish.default, aten.hardswish_.default, aten.mean.dim)
+_OWN_PARAMS = (aten.hardswish.default, aten.hardswish_.default, aten.hardsigmoid.default,
+               aten.mean.dim)
 _FIXED = {aten.sigmoid.default: SIGMOID_OUTPUT, aten.softmax.int: SOFTMAX_OUTPUT,
           aten.tanh.default: TANH_OUTPUT}
 
@@ -64,7 +65,7 @@ class NeeQuantizer(Quantizer):
     def annotate(self, model: GraphModule) -> GraphModule:
         """Annotate every node this scheme quantizes (see the module docstring)."""
         for node in model.graph.nodes:
-            if node.op != "call_function" or _annotated(node):
+            if node.op != "call_function" or _annotated(node) or not _floating(node):
                 continue
             if node.target in _WEIGHTED or node.target in _BINARY:
                 self._producer(node)
@@ -106,6 +107,12 @@ class NeeQuantizer(Quantizer):
 def _fixed(quant: Quant) -> FixedQParamsQuantizationSpec:
     return FixedQParamsQuantizationSpec(torch.int8, quant.scale, quant.zero_point, -128, 127,
                                         torch.per_tensor_affine)
+
+
+def _floating(node: Node) -> bool:
+    """Float in and out: integer tensors (token ids, indices) are never quantized."""
+    values = [node.meta.get("val")] + [a.meta.get("val") for a in node.all_input_nodes]
+    return all(isinstance(v, torch.Tensor) and v.is_floating_point() for v in values)
 
 
 def _returned(node: Node) -> bool:
