@@ -98,3 +98,32 @@ def test_export_typo_in_board_lists_the_known_names(tmp_path):
                                             str(tmp_path / "m.nee"), "--board", "cortex-m55"])
     assert done.exit_code == 1
     assert "did you mean 'cortex-m55-ethos-u55'" in done.output and "'host'" in done.output
+
+
+def test_export_tflite_format(tmp_path, exported):
+    model = tmp_path / "mlp.tflite"
+    done = CliRunner().invoke(export_main, [f"{EXAMPLES}/mlp.py:Model", "-o", str(model),
+                                            "--format", "tflite"])
+    assert done.exit_code == 0, done.output
+    assert "TFLite flatbuffer" in done.output and model.read_bytes()[4:8] == b"TFL3"
+    from ai_edge_litert.interpreter import Interpreter
+
+    interpreter = Interpreter(model_path=str(model))
+    interpreter.allocate_tensors()
+    (x,) = exported("mlp").inputs
+    interpreter.set_tensor(interpreter.get_input_details()[0]["index"], x)  # NEE's layout
+    interpreter.invoke()
+    out = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
+    np.testing.assert_allclose(out, exported("mlp").expected[0], rtol=1e-5, atol=1e-6)
+
+    source = tmp_path / "cumsum.py"
+    source.write_text("import torch\n"
+                      "class Model(torch.nn.Module):\n"
+                      "    def forward(self, x):\n"
+                      "        return x.cumsum(1)\n"
+                      "def example_inputs():\n"
+                      "    return (torch.zeros(2, 3),)\n")
+    done = CliRunner().invoke(export_main, [f"{source}:Model", "-o", str(tmp_path / "c.tflite"),
+                                            "--format", "tflite"])
+    assert done.exit_code == 1 and "Traceback" not in done.output
+    assert "aten::cumsum.out (1 call)" in done.output and "cumsum.py:4" in done.output

@@ -26,7 +26,7 @@ from toolchain.quantize.samples import read_samples
 @version_option
 @click.argument("target")
 @click.option("--output", "-o", required=True, type=click.Path(dir_okay=False),
-              help="Where to write the .nee bundle.")
+              help="Where to write the .nee bundle (the .tflite model with --format tflite).")
 @click.option("--example-input", "-e", "example_inputs", multiple=True,
               type=click.Path(exists=True, dir_okay=False),
               help="An example input .npy (repeat per input). Default: the module's "
@@ -49,13 +49,19 @@ from toolchain.quantize.samples import read_samples
 @click.option("--rounding", type=click.Choice(list(ROUNDINGS)), default="double",
               show_default=True, help="int8 requantization: double (TFLite Micro, Vela), single "
                                       "(XNNPACK, TOSA) or litert (LiteRT's reference kernels).")
+@click.option("--format", "fmt", type=click.Choice(["nee", "tflite"]), default="nee",
+              show_default=True, help="nee: a bundle for nee-run; tflite: the same float or int8 "
+                                      "program as a .tflite model (LiteRT, TFLite Micro, Vela), "
+                                      "inputs and outputs in NEE's layout.")
 def export_main(target: str, output: str, example_inputs: tuple[str, ...], board: str | None,
                 planner: str, time_limit: float, name: str | None, quantize: str | None,
-                calibration: str | None, observer: str, rounding: str) -> None:
-    """Export TARGET (``path/to/file.py:Model`` or ``package.module:factory``) to a bundle."""
+                calibration: str | None, observer: str, rounding: str, fmt: str) -> None:
+    """Export TARGET (``path/to/file.py:Model`` or ``package.module:factory``) to a bundle or
+    a .tflite model."""
     require_extra("torch", "nee-export")
     from toolchain.export import export
     from toolchain.serialize.bundle import write_bundle
+    from toolchain.serialize.tflite_program import write_tflite
 
     try:
         module, factory = _load_target(target)
@@ -69,11 +75,12 @@ def export_main(target: str, output: str, example_inputs: tuple[str, ...], board
                         board=load_board(board) if board else None, planner=planner,
                         time_limit=time_limit, progress=lambda m: click.echo(m, err=True),
                         quantize=int8)
-        size = write_bundle(result, output)
+        size = (write_tflite if fmt == "tflite" else write_bundle)(result, output)
     except NeeError as e:
         raise click.ClickException(str(e)) from e
-    click.echo(f"wrote {output} ({size} bytes, {len(result.graph.nodes)} ops, "
-               f"{len(result.kernels)} kernels)")
+    detail = ("TFLite flatbuffer" if fmt == "tflite" else
+              f"{len(result.graph.nodes)} ops, {len(result.kernels)} kernels")
+    click.echo(f"wrote {output} ({size} bytes, {detail})")
 
 
 def require_extra(module: str, command: str) -> None:

@@ -19,6 +19,7 @@ from kernel_harness import peak_bytes
 from runtime_py.kernels import KERNELS
 from toolchain.quantize.fixed_point import Quant, f32
 from toolchain.serialize.tflite import Options, TfliteWriter
+from toolchain.serialize.tflite_program import window_padding
 
 ACTIVATIONS = ("NONE", "RELU", "RELU6")
 
@@ -102,19 +103,7 @@ def assert_exact(actual: np.ndarray, expected: np.ndarray, what: str) -> None:
         f"{np.abs(actual.astype(np.float64) - expected.astype(np.float64)).max()}")
 
 
-def spatial_padding(sizes: Sequence[int], kernel: Sequence[int], stride: Sequence[int],
-                    dilation: Sequence[int], padding: Sequence[int]) -> str | None:
-    """The TFLite padding ("VALID"/"SAME") equal to torch's symmetric ``padding`` on (H, W):
-    same output size and leading pad on both axes; None if neither is."""
-    if not any(padding):
-        return "VALID"
-    for size, k, s, d, p in zip(sizes, kernel, stride, dilation, padding, strict=True):
-        effective = d * (k - 1) + 1
-        same_out = -(-size // s)
-        same_pad = max((same_out - 1) * s + effective - size, 0) // 2
-        if (same_out, same_pad) != ((size + 2 * p - effective) // s + 1, p):
-            return None
-    return "SAME"
+spatial_padding = window_padding  # TFLite's SAME/VALID for torch's padding (the writer's)
 
 
 def random_window(rng: np.random.Generator, padding: str, dilated: bool) -> dict[str, tuple]:

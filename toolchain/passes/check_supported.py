@@ -61,7 +61,9 @@ def _problem(graph: Graph, node: Node) -> tuple[str, str] | None:
     return (f"{node.op} with {found}", ", which its kernel does not implement") if found else None
 
 
-def _group_lines(problem: tuple[str, str], nodes: list[Node]) -> list[str]:
+def group_lines(problem: tuple[str, str], nodes: list[Node]) -> list[str]:
+    """Report lines of one problem (what, note): its call count, the high-level calls it came
+    from and its first source lines."""
     calls = sorted({n.call for n in nodes if n.call})
     origin = f", from {', '.join(calls)}" if calls else ""
     sources = list(dict.fromkeys(n.source or "<unknown source>" for n in nodes))
@@ -81,7 +83,7 @@ def check_supported(graph: Graph) -> Graph:
         if problem is not None:
             groups.setdefault(problem, []).append(node)
     if groups:
-        lines = [line for problem, nodes in groups.items() for line in _group_lines(problem, nodes)]
+        lines = [line for problem, nodes in groups.items() for line in group_lines(problem, nodes)]
         raise ExportError(
             f"{sum(map(len, groups.values()))} operator call(s) of {len(groups)} kind(s)",
             "a NEE runtime kernel for each op, dtype and argument",

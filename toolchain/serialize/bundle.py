@@ -38,15 +38,21 @@ from toolchain.ir import Graph, Quant, Ref, Tensor, refs
 def write_bundle(result: ExportResult, path: str | Path) -> int:
     """Write ``result`` to ``path`` atomically (a temp file renamed into place); returns bytes.
     Weights stream from the graph's arrays to the file without being copied in memory."""
-    path = Path(path)
-    if not path.parent.is_dir():
-        raise ExportError(f"output {path}", "an existing directory", f"no {path.parent}",
-                          "create the directory first")
+    path = output_path(path)
     tmp = path.with_name(f".{path.name}.tmp")
     with tmp.open("wb") as file:
         size = write_to(file, *_layout(result))
     tmp.replace(path)
     return size
+
+
+def output_path(path: str | Path) -> Path:
+    """``path`` as a Path, checked to be in an existing directory."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise ExportError(f"output {path}", "an existing directory", f"no {path.parent}",
+                          "create the directory first")
+    return path
 
 
 def _layout(result: ExportResult) -> tuple[BundleT, list[memoryview]]:

@@ -258,6 +258,10 @@ def add_options(activation: str = "NONE") -> Options:
     return _options("AddOptions", FusedActivationFunction=_activation(activation))
 
 
+def sub_options(activation: str = "NONE") -> Options:
+    return _options("SubOptions", FusedActivationFunction=_activation(activation))
+
+
 def mul_options(activation: str = "NONE") -> Options:
     return _options("MulOptions", FusedActivationFunction=_activation(activation))
 

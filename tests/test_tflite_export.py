@@ -1,0 +1,225 @@
+""".tflite export against LiteRT's reference kernels (BUILTIN_REF): the example models' int8
+programs byte for byte, their float programs within 1e-5; layouts propagated; refusals."""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter
+
+import numpy as np
+import pytest
+import tflite
+import torch
+from ai_edge_litert.interpreter import Interpreter, OpResolverType
+from conftest import load_example
+from roundtrip import max_rel_diff
+
+from runtime_py.program import Program
+from toolchain.errors import ExportError
+from toolchain.export import export
+from toolchain.export.result import ExportResult
+from toolchain.quantize.options import Int8Options, split_samples
+from toolchain.serialize.bundle import write_bundle
+from toolchain.serialize.tflite_program import to_tflite, write_tflite
+
+EXAMPLES = ["cnn", "mlp", "mobilenet_v2", "resnet18"]
+FLOAT_TOLERANCE = 1e-5  # max |diff| / max |value|
+EXACT_PRODUCERS = ("nee::dequantize_per_tensor.out",)  # int8 values, dequantized: bit-exact
+
+
+def run_litert(model: bytes, arrays: list[np.ndarray]) -> list[np.ndarray]:
+    interpreter = Interpreter(model_content=model,
+                              experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
+    interpreter.allocate_tensors()
+    for detail, value in zip(interpreter.get_input_details(), arrays, strict=True):
+        interpreter.set_tensor(detail["index"], value)
+    interpreter.invoke()
+    return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
+
+
+def assert_outputs_match(result: ExportResult, ours: list[np.ndarray],
+                         theirs: list[np.ndarray]) -> None:
+    """Outputs of int8 values dequantized: equal byte for byte; outputs of float ops after
+    the last dequantize (e.g. a softmax): within FLOAT_TOLERANCE (1 LSB of cnn's int8 logits
+    moves its softmax by ~3e-3)."""
+    producers = result.graph.producers()
+    for out, a, b in zip(result.graph.outputs, ours, theirs, strict=True):
+        assert a.shape == b.shape and a.dtype == b.dtype, out
+        if producers[out].op in EXACT_PRODUCERS:
+            differ = differing_elements(a, b)
+            assert not differ, f"{result.model_name} {out}: {differ} of {a.size} elements differ"
+        else:
+            assert max_rel_diff(a, b) <= FLOAT_TOLERANCE, (out, producers[out].op)
+
+
+def differing_elements(a: np.ndarray, b: np.ndarray) -> int:
+    """How many elements of two same-shape arrays differ in any byte."""
+    rows = [np.ascontiguousarray(v).view(np.uint8).reshape(v.size, -1) for v in (a, b)]
+    return int((rows[0] != rows[1]).any(axis=1).sum())
+
+
+def builtin_ops(model: bytes) -> Counter:
+    """How often each builtin operator occurs in the model's subgraph."""
+    m = tflite.Model.GetRootAsModel(model, 0)
+    names = {v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_")}
+    codes = [m.OperatorCodes(i).BuiltinCode() for i in range(m.OperatorCodesLength())]
+    graph = m.Subgraphs(0)
+    return Counter(names[codes[graph.Operators(i).OpcodeIndex()]]
+                   for i in range(graph.OperatorsLength()))
+
+
+@pytest.fixture(scope="module")
+def int8_programs(tmp_path_factory):
+    """``int8_programs(name)`` -> (result, .nee path, .tflite bytes, held-out input arrays)."""
+    cache = {}
+
+    def get(name: str):
+        if name not in cache:
+            module = load_example(name)
+            options = Int8Options(*split_samples(module.calibration_inputs()), rounding="litert")
+            result = export(module.Model().eval(), module.example_inputs(), quantize=options,
+                            planner="greedy")
+            folder = tmp_path_factory.mktemp(name)
+            write_bundle(result, folder / "m.nee")
+            size = write_tflite(result, folder / "m.tflite")
+            model = (folder / "m.tflite").read_bytes()
+            assert size == len(model)
+            samples = [[t.numpy() for t in s] for s in options.evaluation]
+            cache[name] = result, folder / "m.nee", model, samples
+        return cache[name]
+
+    return get
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_int8_examples_are_bit_exact_with_litert(int8_programs, name):
+    """Byte for byte, but cnn's float softmax after its int8 logits (within tolerance)."""
+    result, bundle, model, samples = int8_programs(name)
+    program = Program.load(bundle)
+    for arrays in samples:
+        assert_outputs_match(result, program.run(*arrays), run_litert(model, arrays))
+
+
+def test_layouts_propagate_through_int8_chains(int8_programs):
+    """conv -> add -> conv runs NHWC throughout: one TRANSPOSE (the NCHW input); the flatten
+    after the global mean is a RESHAPE. torch's padding 1 of a stride-2 window is no SAME
+    (SAME pads the bottom first): a PAD (a PADV2 of -128 before max pooling)."""
+    ops = builtin_ops(int8_programs("resnet18")[2])
+    assert ops["TRANSPOSE"] == 1 and ops["RESHAPE"] == 1
+    assert ops["CONV_2D"] == 20 and ops["ADD"] == 8 and ops["PADV2"] == 1
+    ops = builtin_ops(int8_programs("mobilenet_v2")[2])
+    assert ops["DEPTHWISE_CONV_2D"] == 17 and ops["TRANSPOSE"] == 1
+
+
+def test_int8_model_reads_back_as_vela_expects(int8_programs):
+    """What an int8 compiler such as Vela reads: every op between QUANTIZE and DEQUANTIZE on
+    int8 activations, per-channel int8 weights on the output channels (OHWI dim 0, depthwise
+    1HWO dim 3), int32 biases at input_scale * weight_scale."""
+    model = int8_programs("mobilenet_v2")[2]
+    m = tflite.Model.GetRootAsModel(model, 0)
+    graph = m.Subgraphs(0)
+    assert m.Version() == 3 and tflite.Model.ModelBufferHasIdentifier(model, 0)
+    for i in range(graph.OperatorsLength()):
+        op = graph.Operators(i)
+        code = m.OperatorCodes(op.OpcodeIndex()).BuiltinCode()
+        tensors = [graph.Tensors(t) for t in op.InputsAsNumpy()]
+        if code in (tflite.BuiltinOperator.CONV_2D, tflite.BuiltinOperator.DEPTHWISE_CONV_2D):
+            x, w, b = tensors
+            axis = 3 if code == tflite.BuiltinOperator.DEPTHWISE_CONV_2D else 0
+            wq, bq = w.Quantization(), b.Quantization()
+            assert w.Type() == tflite.TensorType.INT8 and wq.QuantizedDimension() == axis
+            assert wq.ScaleLength() == w.ShapeAsNumpy()[axis] and not wq.ZeroPointAsNumpy().any()
+            expected = np.float64(x.Quantization().Scale(0)) * wq.ScaleAsNumpy()
+            np.testing.assert_allclose(bq.ScaleAsNumpy(), expected, rtol=1e-6)
+            assert b.Type() == tflite.TensorType.INT32
+        if code not in (tflite.BuiltinOperator.QUANTIZE, tflite.BuiltinOperator.DEQUANTIZE):
+            activations = [tensors[0], graph.Tensors(op.Outputs(0))]
+            assert all(t.Type() == tflite.TensorType.INT8 and t.Quantization().ScaleLength() == 1
+                       for t in activations)
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_float_examples_match_litert(exported, name):
+    example = exported(name)
+    model = to_tflite(example.result.graph)
+    ours = Program.load(example.path).run(*example.inputs)
+    theirs = run_litert(model, example.inputs)
+    for a, b in zip(ours, theirs, strict=True):
+        assert a.shape == b.shape and max_rel_diff(b, a) <= FLOAT_TOLERANCE
+
+
+class _Int8Ops(torch.nn.Module):
+    """The int8 ops the examples lack: lookup tables (sigmoid, tanh, hardswish), mul, cat, a
+    channel slice, a padded average pool, grouped and dilated depthwise convolutions, softmax."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = torch.nn.Conv2d(4, 8, 3, padding=1)
+        self.grouped = torch.nn.Conv2d(8, 8, 3, padding=1, groups=2)
+        self.depthwise = torch.nn.Conv2d(8, 16, 3, padding=2, dilation=2, groups=8)
+        self.fc = torch.nn.Linear(16, 6)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = torch.relu(self.conv(x))
+        z = self.grouped(y)
+        z = torch.sigmoid(z) * torch.tanh(z) + torch.nn.functional.hardswish(z)
+        z = torch.cat([z, y], dim=1)[:, 4:12]
+        z = torch.nn.functional.avg_pool2d(z, 3, 1, 1, count_include_pad=False)
+        d = torch.nn.functional.relu6(self.depthwise(z))
+        return torch.softmax(self.fc(d.mean(dim=(2, 3))), dim=1) * 2.0, d
+
+
+def test_int8_tables_softmax_and_windows_are_bit_exact_with_litert(tmp_path):
+    generator = torch.Generator().manual_seed(3)
+    samples = [(torch.randn(1, 4, 8, 10, generator=generator),) for _ in range(8)]
+    options = Int8Options(*split_samples(samples), rounding="litert")
+    result = export(_Int8Ops().eval(), samples[0], quantize=options, planner="greedy")
+    assert {"nee::softmax_int8.out", "nee::lookup_int8.out", "nee::mul_int8.out",
+            "nee::avg_pool2d_int8.out"} <= {n.op for n in result.graph.nodes}
+    ops = builtin_ops(to_tflite(result.graph))
+    for op in ("LOGISTIC", "TANH", "HARD_SWISH", "SOFTMAX", "MUL", "CONCATENATION", "SLICE",
+               "AVERAGE_POOL_2D", "DEPTHWISE_CONV_2D"):
+        assert ops[op] >= 1, op
+    write_bundle(result, tmp_path / "m.nee")
+    program, model = Program.load(tmp_path / "m.nee"), to_tflite(result.graph)
+    for (x,) in options.evaluation:
+        assert_outputs_match(result, program.run(x.numpy()), run_litert(model, [x.numpy()]))
+
+
+class _Unsupported(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.exp(x).cumsum(1) + torch.exp(2 * x)
+
+
+class _OddClamp(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(2, 2, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.hardtanh(self.conv(x), 0.0, 3.0)
+
+
+def test_unsupported_ops_are_listed_at_once():
+    graph = export(_Unsupported(), (torch.randn(2, 3),), planner="greedy").graph
+    with pytest.raises(ExportError) as error:
+        to_tflite(graph)
+    message = str(error.value)
+    assert "aten::exp.out (2 calls)" in message and "aten::cumsum.out (1 call)" in message
+    assert "test_tflite_export.py" in message  # the model's source lines
+
+
+def test_a_clamp_without_a_tflite_activation_is_refused(int8_programs):
+    """hardtanh(0, 3) fused into a float convolution, an int8 clamp narrower than its output's
+    range and not RELU's, RELU6's nor RELU_N1_TO_1's: TFLite has no fused activation for them
+    (int8 calibration makes hardtanh's range the output's: no clamp left)."""
+    graph = export(_OddClamp(), (torch.randn(1, 2, 4, 4),), planner="greedy").graph
+    with pytest.raises(ExportError, match=r"hardtanh.out\(0.0, 3.0\)"):
+        to_tflite(graph)
+    graph = copy.deepcopy(int8_programs("mlp")[0].graph)
+    linear = next(n for n in graph.nodes if n.op == "nee::linear_int8.out")
+    linear.args["activation_min"] = -100
+    with pytest.raises(ExportError, match=r"an int8 clamp .* found \[-100, 127\].*"
+                                          r"test_tflite_export|examples/mlp.py"):
+        to_tflite(graph)

@@ -1,0 +1,650 @@
+"""Write an exported program as a .tflite model (one subgraph) for LiteRT, TFLite Micro and Vela.
+
+Layout: NEE runs NCHW, TFLite NHWC. Each TFLite tensor holds a NEE tensor in a layout, a
+permutation of NEE's dims (TFLite dim i is NEE dim ``perm[i]``). The program's inputs and
+outputs keep NEE's layout (the same arrays run both programs); convolutions and pools read and
+write NHWC; elementwise ops, reductions, softmax and concatenation work in the layout their
+inputs have (their dims mapped); views and fully connected layers need NEE's order. A tensor is
+converted at most once per layout: a TRANSPOSE, or a RESHAPE when only size-1 dims move.
+
+Views: a zero-copy view (``view_of``, strides, offset) of the value last written into its
+storage is that storage seen as one dim per stride, sliced (SLICE), permuted (TRANSPOSE),
+reshaped and expanded (BROADCAST_TO), each step only when needed.
+
+Int8: tensors keep their ``Quant``; weights are OHWI (depthwise 1HWO, quantized_dimension 3) and
+[N, K] for FULLY_CONNECTED, biases int32 at scale input_scale * weight_scale. The kernels'
+requantization arguments are not written: TFLite derives them from the scales, as
+``toolchain.quantize.fixed_point`` does. A clamp (activation_min/max) becomes the fused
+activation with that range for the output's parameters; a lookup table the TFLite op whose
+table it is. torch's symmetric padding becomes SAME or VALID where one is equal, else a PAD op
+(PADV2 with the lowest value before max pooling, where padding must never win).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import tflite
+
+from runtime_py.kernels._common import expand_param
+from toolchain.errors import ExportError
+from toolchain.export.result import ExportResult
+from toolchain.ir import Graph, Node, Quant, Ref, node_inputs
+from toolchain.passes.check_supported import group_lines
+from toolchain.quantize import fixed_point
+from toolchain.quantize.fixed_point import INT8_MAX, INT8_MIN
+from toolchain.serialize import tflite as tfl
+from toolchain.serialize.bundle import output_path
+
+Perm = tuple[int, ...]  # TFLite dim i holds NEE dim perm[i]
+NHWC: Perm = (0, 2, 3, 1)
+FUSED = ("RELU", "RELU6", "RELU_N1_TO_1")  # TFLite's fused clamps
+CLAMPS = {(0.0, 6.0): "RELU6", (-1.0, 1.0): "RELU_N1_TO_1"}  # hardtanh bounds -> TFLite
+# Operator versions are 1 (runtimes accept every version from 1, and no more is needed) but
+# where TFLite's first version is later: BROADCAST_TO starts at 2.
+FIRST_VERSIONS = {"BROADCAST_TO": 2}
+
+
+def write_tflite(result: ExportResult, path: str | Path) -> int:
+    """Write ``result``'s program to ``path`` as a .tflite model; returns its size in bytes."""
+    path = output_path(path)
+    data = to_tflite(result.graph, result.model_name)
+    path.write_bytes(data)
+    return len(data)
+
+
+def to_tflite(graph: Graph, description: str = "NEE") -> bytes:
+    """``graph`` (after all passes) as .tflite bytes. ExportError for what TFLite cannot run:
+    every unsupported op at once, else the first argument it has no equivalent for."""
+    _check_supported(graph)
+    return _Program(graph, tfl.TfliteWriter(description)).convert()
+
+
+def _identity(rank: int) -> Perm:
+    return tuple(range(rank))
+
+
+def _moves_only_ones(shape: Sequence[int], order: Sequence[int]) -> bool:
+    """Whether transposing ``shape`` by ``order`` keeps the data order (a reshape)."""
+    kept = [d for d in order if shape[d] > 1]
+    return kept == sorted(kept)
+
+
+def _refuse(node: Node, expected: str, found: str, hint: str) -> ExportError:
+    return ExportError(f"TFLite export of {node.op} at {node.source or '<unknown source>'}",
+                       expected, found, hint)
+
+
+@dataclass
+class _Program:
+    """The subgraph under construction: every NEE tensor's TFLite tensors, by layout."""
+
+    graph: Graph
+    writer: tfl.TfliteWriter
+    values: dict[str, dict[Perm, int]] = field(default_factory=dict)
+    latest: dict[str, str] = field(default_factory=dict)  # storage -> tensor last written there
+
+    def convert(self) -> bytes:
+        inputs = [self.define(name, _identity(len(self.shape(name)))) for name in self.graph.inputs]
+        for node in self.graph.nodes:
+            CONVERTERS[node.op](self, node)
+        outputs = [self.value(name, _identity(len(self.shape(name))))
+                   for name in self.graph.outputs]
+        return self.writer.finish(inputs, outputs)
+
+    # -- tensors ----------------------------------------------------------------------------
+
+    def shape(self, name: str, perm: Perm | None = None) -> tuple[int, ...]:
+        shape = self.graph.tensors[name].shape
+        return shape if perm is None else tuple(shape[d] for d in perm)
+
+    def tensor(self, name: str, shape: Sequence[int], like: str) -> int:
+        """A new activation tensor with the dtype and quantization of NEE tensor ``like``."""
+        t = self.graph.tensors[like]
+        return self.writer.tensor(name, shape, t.dtype, **_quant_args(t.quant))
+
+    def const(self, name: str, data: np.ndarray, quant: Quant | None = None) -> int:
+        return self.writer.tensor(name, data.shape, data.dtype, data=data, **_quant_args(quant))
+
+    def ints(self, name: str, values: Sequence[int] | np.ndarray) -> int:
+        return self.const(name, np.asarray(values, np.int32))
+
+    def define(self, name: str, perm: Perm, index: int | None = None) -> int:
+        """Record NEE tensor ``name`` as written now, in layout ``perm`` (a new tensor unless
+        ``index`` is given)."""
+        if index is None:
+            index = self.tensor(name, self.shape(name, perm), name)
+        self.values[name] = {perm: index}
+        self.latest[self.graph.storage_of(name)] = name
+        return index
+
+    def output(self, node: Node, perm: Perm) -> int:
+        return self.define(node.outputs[0], perm)
+
+    def layout(self, name: str) -> Perm:
+        """The layout ``name`` is held in (NEE's if it is not held yet)."""
+        held = self.values.get(name)
+        return next(iter(held)) if held else _identity(len(self.shape(name)))
+
+    def value(self, name: str, perm: Perm) -> int:
+        """NEE tensor ``name`` as a TFLite tensor in layout ``perm``, converted on first use
+        (constants are written in that layout, views are materialized)."""
+        held = self.values.setdefault(name, {})
+        if perm not in held:
+            if self.graph.is_const(name):
+                held[perm] = self._const_in(name, perm)
+            elif not held:
+                held[_identity(len(self.shape(name)))] = self._view(name)
+                return self.value(name, perm)
+            else:
+                held[perm] = self._relayout(name, perm)
+        return held[perm]
+
+    def op(self, builtin: str, inputs: Sequence[int], outputs: Sequence[int],
+           options: tfl.Options | None = None) -> None:
+        self.writer.op(getattr(tflite.BuiltinOperator, builtin), inputs, outputs, options,
+                       FIRST_VERSIONS.get(builtin, 1))
+
+    def reshape(self, index: int, shape: tuple[int, ...], to: tuple[int, ...], name: str,
+                like: str) -> int:
+        """``index`` (of ``shape``) reshaped to ``to`` (itself if equal)."""
+        if tuple(shape) == tuple(to):
+            return index
+        out = self.tensor(name, to, like)
+        self.op("RESHAPE", [index, self.ints(f"{name}/shape", to)], [out])
+        return out
+
+    def _const_in(self, name: str, perm: Perm) -> int:
+        """A constant in layout ``perm``, leading size-1 dims added up to its rank."""
+        data = self.graph.const_value(name)
+        data = data.reshape((1,) * (len(perm) - data.ndim) + data.shape).transpose(perm)
+        return self.const(f"{name}@{_tag(perm)}", np.ascontiguousarray(data),
+                          self.graph.tensors[name].quant)
+
+    def _relayout(self, name: str, perm: Perm) -> int:
+        (source, index), *_ = self.values[name].items()
+        order = [source.index(d) for d in perm]
+        source_shape = self.shape(name, source)
+        if _moves_only_ones(source_shape, order):
+            return self.reshape(index, source_shape, self.shape(name, perm),
+                                f"{name}@{_tag(perm)}", name)
+        out = self.tensor(f"{name}@{_tag(perm)}", self.shape(name, perm), name)
+        self.op("TRANSPOSE", [index, self.ints(f"{name}@{_tag(perm)}/perm", order)], [out])
+        return out
+
+    def _flat(self, name: str) -> tuple[int, tuple[int, ...]]:
+        """A TFLite tensor holding ``name``'s elements in NEE's row-major order, and its
+        shape (a layout that only moved size-1 dims will do)."""
+        for perm, index in self.values.get(name, {}).items():
+            if _moves_only_ones(self.shape(name, perm), [perm.index(d) for d in sorted(perm)]):
+                return index, self.shape(name, perm)
+        return self.value(name, _identity(len(self.shape(name)))), self.shape(name)
+
+    def _view(self, name: str) -> int:
+        """A zero-copy view, from the value its storage holds now (see the module docstring)."""
+        t = self.graph.tensors[name]
+        root = self.graph.tensors[t.view_of]
+        base = self.latest.get(root.name, root.name)
+        like = name if t.quant or not self.graph.tensors[base].quant else base
+        plan = _view_plan(t.shape, t.element_strides(), t.offset, int(np.prod(root.shape)))
+        if plan is None:
+            raise ExportError(f"TFLite export of view {name}", "a slice, permutation, reshape "
+                              "or expansion of its storage", f"shape {t.shape}, strides "
+                              f"{t.strides}, offset {t.offset}", "make it contiguous first")
+        index, shape = self._flat(base)
+        if plan.begin != (0,) * len(plan.base) or plan.size != plan.base:
+            index = self.reshape(index, shape, plan.base, f"{name}/storage", like)
+            sliced = self.tensor(f"{name}/slice", plan.size, like)
+            self.op("SLICE", [index, self.ints(f"{name}/begin", plan.begin),
+                              self.ints(f"{name}/size", plan.size)], [sliced])
+            index, shape = sliced, plan.size
+        if plan.order != _identity(len(plan.order)):
+            index = self.reshape(index, shape, plan.size[:-1], f"{name}/strided", like)
+            shape = tuple(plan.size[d] for d in plan.order)
+            moved = self.tensor(f"{name}/permuted", shape, like)
+            self.op("TRANSPOSE", [index, self.ints(f"{name}/perm", plan.order)], [moved])
+            index = moved
+        index = self.reshape(index, shape, plan.expanded, name, like)
+        if plan.expanded == t.shape:
+            return index
+        out = self.tensor(name, t.shape, like)
+        self.op("BROADCAST_TO", [index, self.ints(f"{name}/shape", t.shape)], [out])
+        return out
+
+
+def _tag(perm: Perm) -> str:
+    return "nhwc" if perm == NHWC else "".join(map(str, perm))
+
+
+def _quant_args(quant: Quant | None) -> dict:
+    if quant is None:
+        return {}
+    return {"scale": quant.scale, "zero_point": quant.zero_point, "axis": quant.axis}
+
+
+@dataclass(frozen=True)
+class _ViewPlan:
+    """A view as steps: the storage as ``base`` (one dim per stride of the view, largest first,
+    then one of stride 1), a slice of it (``begin``, ``size``), a transpose of the slice's dims
+    but the last (``order``), a reshape to the view's shape with broadcast dims as 1
+    (``expanded``)."""
+
+    base: tuple[int, ...]
+    begin: tuple[int, ...]
+    size: tuple[int, ...]
+    order: tuple[int, ...]
+    expanded: tuple[int, ...]
+
+
+def _view_plan(shape: tuple[int, ...], strides: tuple[int, ...], offset: int,
+               total: int) -> _ViewPlan | None:
+    """The steps of a view of ``total`` storage elements; None if it overlaps itself or its
+    strides do not nest (no slice of a reshape of the storage is it)."""
+    kept = sorted(((s, i, n) for i, (n, s) in enumerate(zip(shape, strides, strict=True))
+                   if n > 1 and s), reverse=True)
+    steps = [s for s, _, _ in kept] + [1]
+    outer = [total, *steps[:-1]]
+    if any(o % s for o, s in zip(outer, steps, strict=True)):
+        return None
+    base = tuple(o // s for o, s in zip(outer, steps, strict=True))
+    begin, rest = [], offset
+    for s in steps:
+        begin.append(rest // s)
+        rest %= s
+    size = (*(n for _, _, n in kept), 1)
+    if any(b + n > e for b, n, e in zip(begin, size, base, strict=True)):
+        return None
+    order = tuple(sorted(range(len(kept)), key=lambda j: kept[j][1]))
+    expanded = tuple(1 if s == 0 else n for n, s in zip(shape, strides, strict=True))
+    return _ViewPlan(base, tuple(begin), size, order, expanded)
+
+
+# -- activations and padding ------------------------------------------------------------------
+
+
+def _fused(p: _Program, node: Node) -> str:
+    """The TFLite fused activation of an int8 op's clamp or a float op's ``activation``."""
+    a = node.args
+    if "activation_min" in a:
+        return _int8_clamp(p, node, a["activation_min"], a["activation_max"])
+    if a.get("activation") is None:
+        return "NONE"
+    return _float_clamp(node, a["activation"], a.get("act_min_val", -1.0),
+                        a.get("act_max_val", 1.0))
+
+
+def _int8_clamp(p: _Program, node: Node, low: int, high: int) -> str:
+    if (low, high) == (INT8_MIN, INT8_MAX):
+        return "NONE"
+    quant = p.graph.tensors[node.outputs[0]].quant
+    for name in FUSED:
+        if fixed_point.quantized_activation_range(name, quant.scale[0],
+                                                  quant.zero_point[0]) == (low, high):
+            return name
+    raise _refuse(node, "an int8 clamp equal to the range of TFLite's RELU, RELU6 or "
+                  "RELU_N1_TO_1 for the output's scale and zero point, or the full int8 range",
+                  f"[{low}, {high}] (output scale {quant.scale[0]}, zero point "
+                  f"{quant.zero_point[0]})", "use relu, relu6 or hardtanh(-1, 1) after it")
+
+
+def _float_clamp(node: Node, activation: str, low: float, high: float) -> str:
+    if activation == "aten::relu.out":
+        return "RELU"
+    if activation == "aten::hardtanh.out" and (low, high) in CLAMPS:
+        return CLAMPS[low, high]
+    found = activation + (f"({low}, {high})" if activation == "aten::hardtanh.out" else "")
+    raise _refuse(node, "relu, relu6 or hardtanh(-1, 1) (TFLite's fused activations)", found,
+                  "apply other activations as separate ops")
+
+
+def window_padding(sizes: Sequence[int], kernel: Sequence[int], stride: Sequence[int],
+                    dilation: Sequence[int], padding: Sequence[int]) -> str | None:
+    """"VALID" or "SAME" where equal to torch's symmetric ``padding`` on (H, W) (same output
+    size and leading pad), else None. SAME pads max(0, (out - 1) * stride + extent - size),
+    the smaller half first."""
+    if not any(padding):
+        return "VALID"
+    for size, k, s, d, pad in zip(sizes, kernel, stride, dilation, padding, strict=True):
+        extent = d * (k - 1) + 1
+        same_out = -(-size // s)
+        same_pad = max((same_out - 1) * s + extent - size, 0) // 2
+        if (same_out, same_pad) != ((size + 2 * pad - extent) // s + 1, pad):
+            return None
+    return "SAME"
+
+
+def _padded(p: _Program, x: str, geometry: dict[str, tuple[int, ...]],
+            fill: float | None = None) -> tuple[int, str]:
+    """NHWC ``x`` ready for a window op with torch's ``padding``: (tensor, TFLite padding).
+    Padding neither SAME nor VALID is a PAD op (the zero point, or 0.0) or with ``fill`` a
+    PADV2 (``fill`` in x's dtype and quantization)."""
+    source = p.value(x, NHWC)
+    mode = window_padding(p.shape(x)[2:], **geometry)
+    if mode is not None:
+        return source, mode
+    (ph, pw), (n, h, w, c) = geometry["padding"], p.shape(x, NHWC)
+    padded = p.tensor(f"{x}/padded", (n, h + 2 * ph, w + 2 * pw, c), x)
+    operands = [source, p.ints(f"{x}/pads", [[0, 0], [ph, ph], [pw, pw], [0, 0]])]
+    if fill is None:
+        p.op("PAD", operands, [padded], tfl.pad_options())
+    else:
+        t = p.graph.tensors[x]
+        operands.append(p.const(f"{x}/fill", np.array(fill, t.dtype), t.quant))
+        p.op("PADV2", operands, [padded])
+    return padded, "VALID"
+
+
+def _geometry(args: dict, kernel: Sequence[int]) -> dict[str, tuple[int, ...]]:
+    """(h, w) kernel, stride (the kernel if empty, as in torch), dilation and padding."""
+    return {"kernel": expand_param(kernel, 2),
+            "stride": expand_param(args.get("stride") or kernel, 2),
+            "dilation": expand_param(args.get("dilation", 1), 2),
+            "padding": expand_param(args.get("padding", 0), 2)}
+
+
+# -- converters: one per NEE op ---------------------------------------------------------------
+
+Converter = Callable[[_Program, Node], None]
+
+
+def _const_weight(p: _Program, node: Node, key: str) -> np.ndarray:
+    name = node.args[key].name
+    if not p.graph.is_const(name):
+        raise _refuse(node, f"a constant {key}", f"the activation {name}",
+                      "TFLite's CONV_2D and FULLY_CONNECTED take constant weights here")
+    return p.graph.const_value(name)
+
+
+def _bias(p: _Program, node: Node, key: str | None, x: str, weight: str, n: int) -> int:
+    """The bias (int32 at scale input_scale * weight_scale[c] for int8), zeros if none."""
+    ref = node.args.get(key) if key else None
+    if ref is not None:
+        if not p.graph.is_const(ref.name) or np.prod(p.shape(ref.name)) != n:
+            raise _refuse(node, f"a constant bias of {n} elements", f"{ref.name} of shape "
+                          f"{p.shape(ref.name)}", "add a per-row bias as a separate op")
+        data = np.ascontiguousarray(p.graph.const_value(ref.name).reshape(n))
+        return p.const(ref.name, data, p.graph.tensors[ref.name].quant)
+    w, name = p.graph.tensors[weight], f"{node.outputs[0]}/bias"
+    if w.quant is None:
+        return p.const(name, np.zeros(n, w.dtype))
+    scales = np.float64(p.graph.tensors[x].quant.scale[0]) * np.asarray(w.quant.scale,
+                                                                         np.float64)
+    scales = np.broadcast_to(scales.astype(np.float32), n)
+    return p.const(name, np.zeros(n, np.int32), Quant(tuple(map(float, scales)), (0,) * n, 0))
+
+
+def _conv(p: _Program, node: Node) -> None:
+    """CONV_2D (grouped too), or DEPTHWISE_CONV_2D when groups == input channels > 1."""
+    a = node.args
+    if a.get("transposed"):
+        raise _refuse(node, "a forward convolution", "transposed=True",
+                      "TRANSPOSE_CONV is not exported yet")
+    x, weight = a["input"].name, _const_weight(p, node, "weight")
+    channels, (o, _, kh, kw) = p.shape(x)[1], weight.shape
+    depthwise = a["groups"] == channels > 1
+    geometry = _geometry(a, (kh, kw))
+    source, padding = _padded(p, x, geometry)
+    quant = p.graph.tensors[a["weight"].name].quant
+    if depthwise and quant is not None and quant.axis is not None:
+        quant = Quant(quant.scale, quant.zero_point, 3)
+    filters = weight.transpose((1, 2, 3, 0) if depthwise else (0, 2, 3, 1))
+    operands = [source, p.const(a["weight"].name, np.ascontiguousarray(filters), quant),
+                _bias(p, node, "bias", x, a["weight"].name, o)]
+    common = {"stride": geometry["stride"], "dilation": geometry["dilation"],
+              "padding": padding, "activation": _fused(p, node)}
+    if depthwise:
+        p.op("DEPTHWISE_CONV_2D", operands, [p.output(node, NHWC)],
+             tfl.depthwise_conv2d_options(o // channels, **common))
+    else:
+        p.op("CONV_2D", operands, [p.output(node, NHWC)], tfl.conv2d_options(**common))
+
+
+def _fully_connected(p: _Program, node: Node, x: str, weight: str, data: np.ndarray,
+                     bias_key: str | None) -> None:
+    """FULLY_CONNECTED of ``x`` (NEE's order) with [N, K] weights ``data``."""
+    n, rank = data.shape[0], len(p.shape(x))
+    operands = [p.value(x, _identity(rank)),
+                p.const(f"{weight}@nk", np.ascontiguousarray(data), p.graph.tensors[weight].quant),
+                _bias(p, node, bias_key, x, weight, n)]
+    p.op("FULLY_CONNECTED", operands, [p.output(node, _identity(rank))],
+         tfl.fully_connected_options(_fused(p, node), keep_num_dims=rank > 2))
+
+
+def _linear_int8(p: _Program, node: Node) -> None:
+    a = node.args
+    _fully_connected(p, node, a["input"].name, a["weight"].name, _const_weight(p, node, "weight"),
+                     "bias")
+
+
+def _matmul(p: _Program, node: Node) -> None:
+    """addmm(bias, x, W.T) / mm(x, W.T), as linear layers decompose (W.T constant)."""
+    a = node.args
+    if a.get("alpha", 1) != 1 or a.get("beta", 1) != 1:
+        raise _refuse(node, "alpha = beta = 1", f"alpha {a.get('alpha', 1)}, beta "
+                      f"{a.get('beta', 1)}", "scale the operands instead")
+    x = a["mat1" if "mat1" in a else "self"].name
+    _fully_connected(p, node, x, a["mat2"].name, _const_weight(p, node, "mat2").T,
+                     "self" if "mat1" in a else None)
+
+
+def _shared_layout(p: _Program, names: Sequence[str], rank: int) -> Perm:
+    """NHWC for 4-D operands one of which is held in NHWC, else NEE's order."""
+    held = [n for n in names if not p.graph.is_const(n)]
+    if rank == 4 and all(len(p.shape(n)) == 4 for n in held) and any(
+            NHWC in p.values.get(n, {}) for n in held):
+        return NHWC
+    return _identity(rank)
+
+
+def _operand(p: _Program, name: str, perm: Perm) -> int:
+    """A broadcasting operand in layout ``perm``: a constant expanded to its rank, an
+    activation of lower rank in NEE's order (both broadcast from the right)."""
+    if p.graph.is_const(name) or len(p.shape(name)) == len(perm):
+        return p.value(name, perm)
+    return p.value(name, _identity(len(p.shape(name))))
+
+
+def _binary(builtin: str) -> Converter:
+    """ADD/SUB/MUL (broadcasting; a number operand is a scalar constant)."""
+    options = {"ADD": tfl.add_options, "SUB": tfl.sub_options, "MUL": tfl.mul_options}[builtin]
+
+    def convert(p: _Program, node: Node) -> None:
+        a, out = node.args, node.outputs[0]
+        if a.get("alpha", 1) != 1:
+            raise _refuse(node, "alpha = 1", f"alpha {a['alpha']}", "multiply explicitly")
+        operands = [a["self"], a["other"]]
+        perm = _shared_layout(p, [v.name for v in operands if isinstance(v, Ref)],
+                              len(p.shape(out)))
+        inputs = [_operand(p, v.name, perm) if isinstance(v, Ref) else
+                  p.const(f"{out}/{key}", np.array(v, p.graph.tensors[out].dtype))
+                  for key, v in zip(("self", "other"), operands, strict=True)]
+        p.op(builtin, inputs, [p.output(node, perm)], options(_fused(p, node)))
+
+    return convert
+
+
+def _unary(builtin: str) -> Converter:
+    """An elementwise op of one input, in the layout the input has."""
+
+    def convert(p: _Program, node: Node) -> None:
+        x = node_inputs(node)[0]
+        perm = p.layout(x)
+        p.op(builtin, [p.value(x, perm)], [p.output(node, perm)])
+
+    return convert
+
+
+def _hardtanh(p: _Program, node: Node) -> None:
+    a = node.args
+    _unary(_float_clamp(node, node.op, a.get("min_val", -1.0), a.get("max_val", 1.0)))(p, node)
+
+
+# The tables of lookup_int8 TFLite computes itself: op, table function, fixed output params.
+LOOKUPS = (("LOGISTIC", fixed_point.sigmoid_table, fixed_point.SIGMOID_OUTPUT),
+           ("TANH", fixed_point.tanh_table, None),
+           ("HARD_SWISH", fixed_point.hardswish_table, None))
+
+
+def _lookup(p: _Program, node: Node) -> None:
+    """LOGISTIC, TANH or HARD_SWISH: the one whose int8 table ``table`` is."""
+    x = node.args["self"].name
+    table = p.graph.const_value(node.args["table"].name)
+    q_in, q_out = (_scalar(p.graph.tensors[n].quant) for n in (x, node.outputs[0]))
+    for builtin, function, fixed in LOOKUPS:
+        if fixed is not None and q_out != (fixed_point.f32(fixed.scale), fixed.zero_point):
+            continue
+        try:
+            if np.array_equal(function(q_in, q_out), table):
+                return _unary(builtin)(p, node)
+        except ValueError:  # parameters TFLite's op does not take
+            continue
+    raise _refuse(node, "the int8 table of TFLite's LOGISTIC, TANH or HARD_SWISH for these "
+                  "parameters", f"another table (input {q_in}, output {q_out})",
+                  "only sigmoid, tanh and hardswish have TFLite int8 ops")
+
+
+def _scalar(quant: Quant) -> fixed_point.Quant:
+    return fixed_point.Quant(quant.scale[0], quant.zero_point[0])
+
+
+def _pool(builtin: str) -> Converter:
+    """AVERAGE_POOL_2D (TFLite divides by the taps inside the input: padding only as SAME and
+    uncounted) and MAX_POOL_2D (any symmetric padding)."""
+    average = builtin == "AVERAGE_POOL_2D"
+
+    def convert(p: _Program, node: Node) -> None:
+        a = node.args
+        geometry = _geometry(a, a["kernel_size"])
+        unsupported = {k: a[k] for k in ("ceil_mode", "divisor_override") if a.get(k)}
+        if geometry.pop("dilation") != (1, 1):
+            unsupported["dilation"] = a["dilation"]
+        if average and any(geometry["padding"]) and (
+                window_padding(p.shape(a["self"].name)[2:], dilation=(1, 1), **geometry) is None
+                or (node.op == "aten::avg_pool2d.out" and a.get("count_include_pad", True))):
+            unsupported["padding"] = a["padding"]
+        if unsupported:
+            raise _refuse(node, "TFLite's pooling: no ceil_mode, dilation or divisor, average "
+                          "padding only as SAME and not counted", str(unsupported),
+                          "pad explicitly or change the pooling arguments")
+        x = a["self"].name
+        fill = None if average else _lowest(p.graph.tensors[x].dtype)
+        source, padding = _padded(p, x, {**geometry, "dilation": (1, 1)}, fill)
+        p.op(builtin, [source], [p.output(node, NHWC)],
+             tfl.pool2d_options(geometry["kernel"], geometry["stride"], padding,
+                                _fused(p, node)))
+
+    return convert
+
+
+def _lowest(dtype: str) -> float:
+    return -np.inf if np.dtype(dtype).kind == "f" else np.iinfo(dtype).min
+
+
+def _mean(p: _Program, node: Node) -> None:
+    """MEAN over the dims, mapped into the input's layout."""
+    a = node.args
+    x = a["self"].name
+    rank, perm = len(p.shape(x)), p.layout(x)
+    dims = sorted({d % rank for d in a.get("dim") or range(rank)})
+    keep = bool(a.get("keepdim", False))
+    left = [d for d in perm if d not in dims]
+    out_perm = perm if keep else tuple(sorted(left).index(d) for d in left)
+    axes = p.ints(f"{node.outputs[0]}/axes", [perm.index(d) for d in dims])
+    p.op("MEAN", [p.value(x, perm), axes], [p.output(node, out_perm)], tfl.reducer_options(keep))
+
+
+def _softmax(p: _Program, node: Node) -> None:
+    """SOFTMAX (beta 1) over TFLite's last axis: a layout with ``dim`` last."""
+    a = node.args
+    x, out = a["self"].name, node.outputs[0]
+    rank = len(p.shape(x))
+    dim = a["dim"] % rank
+    if node.op == "nee::softmax_int8.out":
+        _check_softmax_table(p, node, x, out)
+    layouts = [p.layout(x), _identity(rank), *([NHWC] if rank == 4 else [])]
+    perm = next((q for q in layouts if q[-1] == dim), None)
+    if perm is None:
+        raise _refuse(node, "softmax over the last or (4-D) channel dim",
+                      f"dim {a['dim']} of a {rank}-D tensor", "transpose it first")
+    p.op("SOFTMAX", [p.value(x, perm)], [p.output(node, perm)], tfl.softmax_options(1.0))
+
+
+def _check_softmax_table(p: _Program, node: Node, x: str, out: str) -> None:
+    q_in, q_out = (_scalar(p.graph.tensors[n].quant) for n in (x, out))
+    expected = fixed_point.softmax_table(q_in)
+    fixed = fixed_point.SOFTMAX_OUTPUT
+    if (q_out != (fixed_point.f32(fixed.scale), fixed.zero_point)
+            or not np.array_equal(p.graph.const_value(node.args["table"].name), expected)):
+        raise _refuse(node, f"TFLite's int8 SOFTMAX (beta 1, output {fixed})",
+                      f"another table or output {q_out}", "quantize softmax with NeeQuantizer")
+
+
+def _cat(p: _Program, node: Node) -> None:
+    names = [r.name for r in node.args["tensors"]]
+    rank = len(p.shape(node.outputs[0]))
+    perm = _shared_layout(p, names, rank)
+    axis = perm.index(node.args.get("dim", 0) % rank)
+    p.op("CONCATENATION", [p.value(n, perm) for n in names], [p.output(node, perm)],
+         tfl.concatenation_options(axis))
+
+
+def _copy(p: _Program, node: Node) -> None:
+    """A contiguous copy: the same TFLite tensor (values are immutable there)."""
+    x = node.args["self"].name
+    perm = p.layout(x)
+    p.define(node.outputs[0], perm, p.value(x, perm))
+
+
+CONVERTERS: dict[str, Converter] = {
+    "nee::quantize_per_tensor.out": _unary("QUANTIZE"),
+    "nee::dequantize_per_tensor.out": _unary("DEQUANTIZE"),
+    "nee::conv2d_int8.out": _conv,
+    "nee::linear_int8.out": _linear_int8,
+    "nee::add_int8.out": _binary("ADD"),
+    "nee::mul_int8.out": _binary("MUL"),
+    "nee::avg_pool2d_int8.out": _pool("AVERAGE_POOL_2D"),
+    "nee::mean_int8.out": _mean,
+    "nee::lookup_int8.out": _lookup,
+    "nee::softmax_int8.out": _softmax,
+    "nee::max_pool2d.out": _pool("MAX_POOL_2D"),
+    "aten::cat.out": _cat,
+    "aten::clone.out": _copy,
+    "aten::convolution.out": _conv,
+    "nee::convolution_act.out": _conv,
+    "aten::addmm.out": _matmul,
+    "aten::mm.out": _matmul,
+    "nee::addmm_act.out": _matmul,
+    "nee::mm_act.out": _matmul,
+    "aten::add.out": _binary("ADD"),
+    "aten::add.Scalar_out": _binary("ADD"),
+    "aten::sub.out": _binary("SUB"),
+    "aten::sub.Scalar_out": _binary("SUB"),
+    "aten::mul.out": _binary("MUL"),
+    "aten::mul.Scalar_out": _binary("MUL"),
+    "aten::avg_pool2d.out": _pool("AVERAGE_POOL_2D"),
+    "aten::mean.out": _mean,
+    "aten::_softmax.out": _softmax,
+    "aten::relu.out": _unary("RELU"),
+    "aten::hardtanh.out": _hardtanh,
+    "aten::sigmoid.out": _unary("LOGISTIC"),
+    "aten::tanh.out": _unary("TANH"),
+    "aten::hardswish.out": _unary("HARD_SWISH"),
+}
+
+
+def _check_supported(graph: Graph) -> None:
+    """One ExportError naming every op without a converter, with its source lines."""
+    groups: dict[tuple[str, str], list[Node]] = {}
+    for node in graph.nodes:
+        if node.op not in CONVERTERS:
+            groups.setdefault((node.op, ""), []).append(node)
+    if groups:
+        lines = [line for problem, nodes in groups.items() for line in group_lines(problem, nodes)]
+        raise ExportError(
+            f"TFLite export: {sum(map(len, groups.values()))} operator call(s) of {len(groups)} "
+            "kind(s)", "ops with a TFLite builtin (toolchain/serialize/tflite_program.py "
+            "CONVERTERS)", "unsupported calls:\n" + "\n".join(lines) + "\n",
+            "export a .nee bundle instead, or rewrite those model lines with supported ops")
