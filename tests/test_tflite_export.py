@@ -5,22 +5,29 @@ from __future__ import annotations
 
 import copy
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
 import tflite
 import torch
 from ai_edge_litert.interpreter import Interpreter, OpResolverType
-from conftest import load_example
 from roundtrip import max_rel_diff
 
 from runtime_py.program import Program
 from toolchain.errors import ExportError
 from toolchain.export import export
 from toolchain.export.result import ExportResult
+from toolchain.modules import load_file
 from toolchain.quantize.options import Int8Options, split_samples
 from toolchain.serialize.bundle import write_bundle
 from toolchain.serialize.tflite_program import to_tflite, write_tflite
+
+EXAMPLES_DIR = Path(__file__).resolve().parents[1] / "examples"
+
+
+def load_example(name: str):
+    return load_file(EXAMPLES_DIR / f"{name}.py")
 
 EXAMPLES = ["cnn", "mlp", "mobilenet_v2", "resnet18"]
 FLOAT_TOLERANCE = 1e-5  # max |diff| / max |value|
