@@ -471,7 +471,7 @@ def _phase_scratch(self: np.ndarray, kernel_size: IntList, stride: IntList = (),
     """max_pool2d/avg_pool2d: the phase planes and an accumulator run."""
     win = _pool_window(self, kernel_size, stride, padding, dilation, ceil_mode)
     planes, run = _phase_planes(self.shape[:-2], win)
-    return workspace_bytes((planes, "float32"), (run, "float32"))
+    return workspace_bytes((planes, self.dtype), (run, "float32"))  # planes in the input's dtype
 
 
 def _pool_counts(win: _Window, axis: int, size: int, count_include_pad: bool) -> np.ndarray:

@@ -92,9 +92,51 @@ SAMPLES: list[tuple[torch._ops.OpOverload, dict[str, Any]]] = [
 ]
 
 
+def _int8(shape: tuple[int, ...], seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).integers(-128, 128, shape, dtype=np.int8)
+
+
+_REQUANT = {"output_zero_point": 3, "output_multiplier": 1 << 30, "output_shift": -1,
+            "activation_min": -128, "activation_max": 127}
+# NEE's int8 kernels (no torch op: each aliased call is checked against the same call into a
+# fresh out, whose values tests/kernels/test_int8.py checks against TFLite).
+INT8_SAMPLES: list[tuple[str, dict[str, Any]]] = [
+    ("nee::add_int8.out", {"self": _int8((3, 5), 0), "other": _int8((3, 5), 1),
+                           "self_zero_point": -4, "other_zero_point": 7, "left_shift": 20,
+                           "self_multiplier": 1 << 30, "self_shift": 0,
+                           "other_multiplier": 1 << 30, "other_shift": -1, **_REQUANT}),
+    ("nee::add_int8.out", {"self": _int8((3, 5), 2), "other": _int8((5,), 3),
+                           "self_zero_point": 0, "other_zero_point": 0, "left_shift": 20,
+                           "self_multiplier": 1 << 30, "self_shift": 0,
+                           "other_multiplier": 1 << 30, "other_shift": 0, **_REQUANT}),
+    ("nee::mul_int8.out", {"self": _int8((3, 5), 4), "other": _int8((3, 5), 5),
+                           "self_zero_point": 2, "other_zero_point": -1, **_REQUANT}),
+    ("nee::lookup_int8.out", {"self": _int8((3, 5), 6), "table": _int8((256,), 7)}),
+]
+
+
 def test_every_inplace_kernel_has_a_sample() -> None:
     inplace = {name for name, kernel in KERNELS.items() if kernel.inplace}
-    assert inplace == {canonical_name(out_variant(op)) for op, _ in SAMPLES}
+    assert inplace == ({canonical_name(out_variant(op)) for op, _ in SAMPLES}
+                       | {name for name, _ in INT8_SAMPLES})
+
+
+@pytest.mark.parametrize("scratch", [False, True])
+@pytest.mark.parametrize(("name", "kwargs"), INT8_SAMPLES, ids=lambda v: v if isinstance(
+    v, str) else "")
+def test_int8_out_aliases_input(name: str, kwargs: dict[str, Any], scratch: bool) -> None:
+    """For each int8 input of out's shape: out is that very array, same result."""
+    kernel = KERNELS[name]
+    extra = planned_scratch(kernel, kwargs) if scratch else {}
+    want = np.empty(np.broadcast_shapes(*(v.shape for k, v in kwargs.items()
+                                         if k in ("self", "other"))), np.int8)
+    kernel.fn(**kwargs, out=want, **extra)
+    donors = [k for k in ("self", "other") if k in kwargs and kwargs[k].shape == want.shape]
+    assert donors
+    for donor in donors:
+        args = {k: np.array(v) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()}
+        kernel.fn(**args, out=args[donor], **extra)
+        np.testing.assert_array_equal(args[donor], want, err_msg=donor)
 
 
 @pytest.mark.parametrize("scratch", [False, True])

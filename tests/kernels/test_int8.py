@@ -27,7 +27,7 @@ from int8_oracle import (
     spatial_padding,
 )
 
-from runtime_py.kernels import KERNELS
+from runtime_py.kernels import KERNELS, quantized
 from runtime_py.kernels.quantized import _rescale
 from toolchain.quantize import fixed_point
 from toolchain.quantize.fixed_point import Quant, f32, quantize_multiplier
@@ -97,6 +97,63 @@ def test_rescale_per_channel_with_left_shifts() -> None:
     assert acc.tolist() == expected
 
 
+def _requant_reference(acc: np.ndarray, bias: np.ndarray, multipliers: list[int],
+                       shifts: list[int], rounding: str, zero_point: int, low: int,
+                       high: int) -> np.ndarray:
+    """clamp(MultiplyByQuantizedMultiplier(acc + bias) + zero_point) per row (``_rescale``)."""
+    a = acc + bias[:, None]
+    _rescale(a, np.array(multipliers)[:, None], np.array(shifts)[:, None], rounding,
+             np.empty_like(a))()
+    return np.clip(a + zero_point, low, high).astype(np.int8)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_requantization_is_exact(seed: int) -> None:
+    """``_Requant`` (float64 with one or two floors, the bias folded or not, or int64 where
+    float64 cannot be exact) equals ``_rescale`` on accumulators around every output level and
+    at every rounding tie, for random multipliers (tiny and > 1 too), zero points, clamps and
+    biases, both roundings, float32 and float64 accumulators."""
+    rng = np.random.default_rng(seed)
+    seen = set()
+    for trial in range(250):
+        rounding = "single" if trial % 5 == 0 else "double"
+        channels = int(rng.integers(1, 5))
+        reals = np.exp2(rng.uniform(-26, 4) + rng.uniform(-1, 1, channels))
+        multipliers, shifts = zip(*(quantize_multiplier(float(r), rounding) for r in reals),
+                                  strict=True)
+        zero_point = int(rng.integers(-128, 128))
+        low, high = sorted(int(v) for v in rng.integers(-128, 128, 2))
+        low = max(low, zero_point) if trial % 3 == 0 else low  # as after a ReLU
+        limit = 2**31 >> max(0, *shifts) if rounding == "double" else 2**31  # TFLite's int32
+        bias = rng.integers(-(2 ** int(rng.integers(1, limit.bit_length() - 1))), 2**20, channels)
+        reach = int(min(2**23, 300 / reals.min()))
+        acc = rng.integers(-reach, reach + 1, (channels, 300)) - bias[:, None]
+        for row, (m, s) in enumerate(zip(multipliers, shifts, strict=True)):  # near ties
+            unit = m << max(s, 0) if rounding == "double" else m
+            step = 2 ** (30 + max(-s, 0)) if rounding == "double" else 2 ** (30 - s)
+            near = rng.integers(-300, 300, 100) * step // max(unit, 1) - bias[row]
+            acc[row, :300] = np.concatenate([near - 1, near, near + 1])
+        acc = np.clip(acc, -2**24, 2**24)  # as float32 sums, with acc + bias in TFLite's int32
+        acc = np.clip(acc + bias[:, None], 1 - limit, limit - 1) - bias[:, None]
+        expected = _requant_reference(acc, bias, list(multipliers), list(shifts), rounding,
+                                      zero_point, low, high)
+        req = quantized._Requant(list(multipliers), list(shifts), rounding, zero_point, low,
+                                 high, bias)
+        seen.add((req.mode, req.folded))
+        buf = {name: np.empty(acc.shape, dtype) for name, (_, dtype) in
+               quantized._requant_regions(req.mode, acc.shape).items()}
+        if trial % 2 and np.abs(acc).max() <= 2**24:  # as a float32 matmul gives them
+            src = acc.astype(np.float32)
+        else:  # as summed chunks (float64 / int64) give them
+            src = buf["v"] if "v" in buf else buf["acc"]
+            np.copyto(src, acc)
+        out = np.empty(acc.shape, np.int8)
+        for call in req.bind(src, buf, out, lambda c: c.reshape(-1, 1)):
+            call()
+        assert np.array_equal(out, expected), (trial, req.mode, req.folded)
+    assert {("floor", True), ("floor", False), ("floor2", True), ("int64", False)} <= seen
+
+
 @pytest.mark.parametrize(("activation", "expected"), [
     ("NONE", (-128, 127)), ("RELU", (-5, 127)), ("RELU6", (-5, 55)), ("RELU_N1_TO_1", (-15, 5)),
 ])
@@ -145,6 +202,23 @@ def test_quantize(case: int) -> None:
     actual = run_kernel("nee::quantize_per_tensor.out", expected.shape, input=nchw(x),
                         scale=q.scale, zero_point=q.zero_point, quant_min=-128, quant_max=127)
     assert_exact(actual, expected, "quantize")
+
+
+def test_quantize_in_blocks() -> None:
+    """A tensor of several blocks, in the default and the least workspace, against TFLite."""
+    rng = np.random.default_rng(1)
+    q = Quant(f32(0.02), -5)
+    x = (rng.standard_normal((2, 30, 30, 20)) * 2).astype(np.float32)
+    model = one_op_model(builtin("QUANTIZE"), [{"shape": x.shape, "dtype": "float32"}],
+                         {"shape": x.shape, "dtype": "int8", "scale": q.scale,
+                          "zero_point": q.zero_point})
+    expected = nchw(run_tflite(model, x))
+    args = {"input": nchw(x), "scale": q.scale, "zero_point": q.zero_point, "quant_min": -128,
+            "quant_max": 127}
+    assert_exact(run_kernel("nee::quantize_per_tensor.out", expected.shape, **args), expected,
+                 "quantize in blocks")
+    assert_exact(_least("nee::quantize_per_tensor.out", np.empty(expected.shape, np.int8),
+                        **args), expected, "quantize in the least blocks")
 
 
 @pytest.mark.parametrize("case", range(CASES))
@@ -273,23 +347,91 @@ def test_conv2d(case: int) -> None:
     assert_exact(actual, expected, f"conv2d {g | {'rng': None}}")
 
 
-def test_conv2d_within_a_budget() -> None:
-    """With the least scratch it can work in (budget 0: im2col one output row at a time), the
-    result is the same."""
-    rng = np.random.default_rng(0)
-    x, weight = random_int8(rng, (2, 120, 9, 8)), random_int8(rng, (6, 120, 3, 3), low=-127)
-    args = {"input": x, "weight": weight, "bias": rng.integers(-9999, 9999, 6, dtype=np.int32),
-            "stride": (1, 2), "padding": (1, 1), "dilation": (1, 1), "groups": 1,
-            **fixed_point.conv_requant(Quant(0.05, 3), [0.004] * 6, Quant(0.9, -4), "RELU")}
+def _conv_oracle_case(rng: np.random.Generator, x_shape: tuple[int, ...], o: int,
+                      geometry: dict, weight_low: int = -127, bias_bound: int = 20000,
+                      real_scale: float = 1.0) -> tuple[dict, tuple[int, ...], np.ndarray]:
+    """(conv2d_int8 arguments, out shape, TFLite's result) for random int8 data of this
+    geometry (kernel, stride, padding, dilation, groups, activation); ``real_scale`` scales the
+    output's requantization multiplier (tiny ones need int64)."""
+    c, groups = x_shape[1], geometry["groups"]
+    weight = random_int8(rng, (o, c // groups, *geometry["kernel"]), low=weight_low)
+    bias = rng.integers(-bias_bound, bias_bound, o, dtype=np.int32)
+    input = random_quant(rng, 0.01, 0.1)
+    weight_scales = np.exp(rng.uniform(np.log(4e-3), np.log(8e-3), o)).astype(np.float32)
+    output = _output_quant(rng, input, weight_scales, weight[0].size)
+    output = Quant(f32(output.scale / real_scale), output.zero_point)
+    x = random_int8(rng, x_shape)
+    out_hw = tuple((size + 2 * p - d * (k - 1) - 1) // s + 1 for size, k, s, p, d in zip(
+        x_shape[2:], geometry["kernel"], geometry["stride"], geometry["padding"],
+        geometry["dilation"], strict=True))
+    out_shape = (x_shape[0], o, *out_hw)
+    model = _conv_model(x_shape, weight, bias, input, weight_scales, output, out_shape, geometry)
+    args = {"input": x, "weight": weight, "bias": bias, "stride": geometry["stride"],
+            "padding": geometry["padding"], "dilation": geometry["dilation"],
+            "groups": groups, **fixed_point.conv_requant(input, weight_scales, output,
+                                                         geometry["activation"])}
+    return args, out_shape, nchw(run_tflite(model, nhwc(x)))
+
+
+def _geometry(kernel: int, groups: int = 1, stride: int = 1, padding: int | None = None,
+              activation: str = "NONE") -> dict:
+    pad = kernel // 2 if padding is None else padding
+    return {"kernel": (kernel, kernel), "stride": (stride, stride), "padding": (pad, pad),
+            "dilation": (1, 1), "groups": groups, "activation": activation}
+
+
+# (x shape, output channels, geometry, options): one of each way conv2d_int8 can run
+CONV_PLANS = {
+    "gemm": ((1, 40, 14, 13), 8, _geometry(3), {}),
+    "gemm-channels-last": ((2, 40, 5, 5), 48, _geometry(3, stride=2), {}),
+    "gemm-chunks": ((1, 200, 4, 5), 16, _geometry(3, activation="RELU"), {"weight_low": 100}),
+    "gemm-chunks-last": ((1, 200, 4, 5), 40, _geometry(3), {"weight_low": 100}),
+    "gemm-grouped": ((1, 12, 9, 9), 18, _geometry(3, groups=3), {}),
+    "fused": ((2, 8, 9, 10), 40, _geometry(3, activation="RELU6"), {}),
+    "fused-raw": ((1, 8, 9, 10), 40, _geometry(1), {"bias_bound": 2**30}),
+    "phase": ((2, 16, 12, 11), 16, _geometry(3, groups=16, stride=2), {}),
+    "channels-last": ((1, 40, 5, 6), 40, _geometry(3, groups=40, activation="RELU"), {}),
+    "int64": ((1, 8, 9, 10), 16, _geometry(3), {"real_scale": 2.0**-14}),
+}
+
+
+@pytest.mark.parametrize("kind", list(CONV_PLANS))
+def test_conv2d_plans(kind: str) -> None:
+    """Each way of running a convolution, in its whole workspace and in the least one (budget
+    0: one output row or channel at a time), against TFLite."""
+    x_shape, o, geometry, options = CONV_PLANS[kind]
+    args, out_shape, expected = _conv_oracle_case(np.random.default_rng(7), x_shape, o,
+                                                  geometry, **options)
     kernel = KERNELS["nee::conv2d_int8.out"]
+    mode = quantized._requant_mode(*(args[k] for k in (
+        "output_multiplier", "output_shift", "rounding", "output_zero_point", "activation_min",
+        "activation_max")))
+    plan = quantized._conv_plan(x_shape, (o, x_shape[1] // geometry["groups"],
+                                          *geometry["kernel"]), geometry["stride"],
+                                geometry["padding"], geometry["dilation"], geometry["groups"],
+                                mode)
+    assert (mode == "int64") == (kind == "int64")
+    assert plan.kind == ("last" if kind == "channels-last" else "fused" if "fused" in kind
+                         else "phase" if kind == "phase" else "gemm")
+    assert plan.channels_last == kind.endswith("last")
     least, full = kernel.scratch(**args, budget=0), kernel.scratch(**args)
-    assert least < full
-    results = []
-    for nbytes in (least, full):
-        out = np.empty((2, 6, 9, 4), np.int8)
+    assert least < full or plan.tile == 1
+    for nbytes in (full, least):
+        out = np.full(out_shape, 99, np.int8)
         kernel.bind({**args, "out": out, "scratch": np.zeros(nbytes, np.uint8)})()
-        results.append(out)
-    assert_exact(*results, "conv2d within a budget")
+        assert_exact(out, expected, f"conv2d {kind} in {nbytes} bytes")
+
+
+def test_conv2d_reduction_chunks() -> None:
+    """Chunks of a reduction keep every float32 partial sum of w * x exact: sum(|w|) <=
+    2**17 per output channel."""
+    weight = np.full((3, 5000), 127, np.int8)
+    weight[1, ::2] = -127
+    chunks = quantized._chunks(weight)
+    assert chunks[0] == (0, 1032) and chunks[-1][1] == 5000 and len(chunks) == 5
+    assert all(int(np.abs(weight[:, a:b].astype(np.int64)).sum(axis=1).max()) <= 2**17
+               for a, b in chunks)
+    assert quantized._chunks(np.ones((2, 3000), np.int8)) == [(0, 3000)]
 
 
 # -- fully connected ----------------------------------------------------------------------
@@ -331,6 +473,37 @@ def test_linear(case: int) -> None:
     assert_exact(actual, expected, f"linear k={k} n={n} per_channel={per_channel}")
 
 
+@pytest.mark.parametrize("rounding", ["double", "single", "float"])
+def test_linear_in_tiles(rounding: str) -> None:
+    """Rows in several tiles (and one row at a time in the least workspace), a reduction in
+    several exact chunks (large weights), against the int64 definition: acc in int64, then
+    ``_rescale`` ("float": TFLite, as test_linear)."""
+    rng = np.random.default_rng(5)
+    x, weight = random_int8(rng, (3, 200, 1500)), random_int8(rng, (40, 1500), low=90)
+    weight[::2] *= -1
+    bias = rng.integers(-20000, 20000, 40, dtype=np.int32)
+    input, weight_scales = Quant(0.05, -7), np.full(40, 0.004, np.float32)
+    output = _output_quant(rng, input, weight_scales, 1500)
+    args = {"input": x, "weight": weight, "bias": bias, **fixed_point.linear_requant(
+        input, weight_scales, output, "RELU6", rounding)}
+    assert len(quantized._chunks(weight)) > 1
+    acc = (x.astype(np.int64) - input.zero_point) @ weight.astype(np.int64).T + bias
+    if rounding == "float":
+        scaled = acc * np.asarray(args["effective_scale"])
+        rounded = np.trunc(scaled) + np.trunc(2 * (scaled - np.trunc(scaled)))
+        expected = np.clip(rounded + output.zero_point, args["activation_min"],
+                           args["activation_max"]).astype(np.int8)
+    else:
+        expected = _requant_reference(
+            acc.reshape(-1, 40).T, np.zeros(40, np.int64), args["output_multiplier"],
+            args["output_shift"], rounding, output.zero_point, args["activation_min"],
+            args["activation_max"]).T.reshape(acc.shape)
+    assert_exact(run_kernel("nee::linear_int8.out", expected.shape, **args), expected,
+                 f"linear {rounding}")
+    assert_exact(_least("nee::linear_int8.out", np.empty(expected.shape, np.int8), **args),
+                 expected, f"linear {rounding} one row at a time")
+
+
 # -- add / mul ----------------------------------------------------------------------------
 
 
@@ -345,15 +518,12 @@ def _broadcast_pair(rng: np.random.Generator, case: int) -> tuple[tuple, tuple]:
     return shape[-2:], shape
 
 
-@pytest.mark.parametrize("op", ["ADD", "MUL"])
-@pytest.mark.parametrize("case", range(CASES))
-def test_add_mul(op: str, case: int) -> None:
-    rng = np.random.default_rng(case)
-    a_shape, b_shape = _broadcast_pair(rng, case)
+def _add_mul_case(rng: np.random.Generator, op: str, a_shape: tuple, b_shape: tuple,
+                  activation: str) -> tuple[dict, np.ndarray]:
+    """(add/mul_int8 arguments, TFLite's result) for random inputs of these shapes."""
     a_q, b_q, out_q = random_quant(rng), random_quant(rng), random_quant(rng)
     spread = a_q.scale * b_q.scale * 60 if op == "MUL" else (a_q.scale + b_q.scale) * 0.8
     out_q = Quant(f32(spread * np.exp(rng.uniform(-1, 1))), out_q.zero_point)
-    activation = ACTIVATIONS[case % 3]
     a, b = random_int8(rng, a_shape), random_int8(rng, b_shape)
     out_shape = np.broadcast_shapes(a_shape, b_shape)
     spec = [{"shape": t.shape, "dtype": "int8", "scale": q.scale, "zero_point": q.zero_point}
@@ -362,11 +532,47 @@ def test_add_mul(op: str, case: int) -> None:
     model = one_op_model(builtin(op), spec, {"shape": out_shape, "dtype": "int8",
                                              "scale": out_q.scale,
                                              "zero_point": out_q.zero_point}, options)
-    expected = run_tflite(model, a, b)
     requant = fixed_point.add_requant if op == "ADD" else fixed_point.mul_requant
-    actual = run_kernel(f"nee::{op.lower()}_int8.out", out_shape, self=a, other=b,
-                        **requant(a_q, b_q, out_q, activation))
+    return ({"self": a, "other": b, **requant(a_q, b_q, out_q, activation)},
+            run_tflite(model, a, b))
+
+
+@pytest.mark.parametrize("op", ["ADD", "MUL"])
+@pytest.mark.parametrize("case", range(CASES))
+def test_add_mul(op: str, case: int) -> None:
+    rng = np.random.default_rng(case)
+    a_shape, b_shape = _broadcast_pair(rng, case)
+    args, expected = _add_mul_case(rng, op, a_shape, b_shape, ACTIVATIONS[case % 3])
+    actual = run_kernel(f"nee::{op.lower()}_int8.out", expected.shape, **args)
     assert_exact(actual, expected, f"{op} {a_shape} {b_shape}")
+
+
+def _least(name: str, out: np.ndarray, **args: object) -> np.ndarray:
+    """Kernel ``name`` bound to ``out`` with the least workspace it takes (budget 0), run."""
+    kernel = KERNELS[name]
+    nbytes = kernel.scratch(**args, budget=0)
+    assert nbytes < kernel.scratch(**args)
+    kernel.bind({**args, "out": out, "scratch": np.zeros(nbytes, np.uint8)})()
+    return out
+
+
+@pytest.mark.parametrize("op", ["ADD", "MUL"])
+@pytest.mark.parametrize(("a_shape", "b_shape"), [
+    ((2, 24, 30, 31), (2, 24, 30, 31)), ((2, 24, 30, 31), (1, 24, 1, 1)),
+    ((30, 31), (3, 5, 30, 31)), ((1, 9000), (3, 1))])
+def test_add_mul_in_blocks(op: str, a_shape: tuple, b_shape: tuple) -> None:
+    """Tensors of several blocks (BLOCK elements; MIN_BLOCK in the least workspace), whose
+    broadcasting crosses the blocks; out may be the input of its shape."""
+    args, expected = _add_mul_case(np.random.default_rng(3), op, a_shape, b_shape, "RELU")
+    name = f"nee::{op.lower()}_int8.out"
+    assert_exact(run_kernel(name, expected.shape, **args), expected, f"{op} in blocks")
+    assert_exact(_least(name, np.empty(expected.shape, np.int8), **args), expected,
+                 f"{op} in the least blocks")
+    for donor in ("self", "other"):
+        if args[donor].shape == expected.shape:
+            inputs = {**args, donor: args[donor].copy()}
+            KERNELS[name].fn(**inputs, out=inputs[donor])
+            assert_exact(inputs[donor], expected, f"{op} in place of {donor}")
 
 
 # -- pooling, mean, concatenation ---------------------------------------------------------
@@ -492,6 +698,22 @@ def test_lookup(op: str, case: int) -> None:
     strided = run_kernel("nee::lookup_int8.out", (2, 8, 2, 4), self=nchw(x)[:, :, ::2],
                          table=table)
     assert_exact(strided, expected[:, :, ::2], f"{op} strided")
+
+
+def test_lookup_in_blocks() -> None:
+    """A strided tensor of several blocks, in the default and the least workspace, and in
+    place."""
+    rng = np.random.default_rng(2)
+    table = random_int8(rng, (256,))
+    x = random_int8(rng, (3, 40, 30, 60))[..., ::2]
+    expected = table[x.view(np.uint8)]
+    assert_exact(run_kernel("nee::lookup_int8.out", x.shape, self=x, table=table), expected,
+                 "lookup in blocks")
+    assert_exact(_least("nee::lookup_int8.out", np.empty(x.shape, np.int8), self=x,
+                        table=table), expected, "lookup in the least blocks")
+    inplace = x.copy()
+    KERNELS["nee::lookup_int8.out"].fn(self=inplace, table=table, out=inplace)
+    assert_exact(inplace, expected, "lookup in place")
 
 
 @pytest.mark.parametrize("case", range(CASES))
