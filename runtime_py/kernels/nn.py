@@ -276,10 +276,9 @@ def _depthwise_block(x: np.ndarray, weight: np.ndarray, win: _Window, ws: Worksp
     return _tap_sum(fill, taps, [w[:, t] for t in range(len(taps))], acc, prod, valid(acc), out)
 
 
-def _tap_sum(fill: Bound, taps: Sequence[np.ndarray], weights: Sequence[np.ndarray],
-             acc: np.ndarray, prod: np.ndarray, result: np.ndarray, out: np.ndarray) -> Bound:
-    """The call: ``fill`` (the taps' source), acc = sum of tap * weight over the taps, then
-    ``result`` (a view of acc) copied to out."""
+def tap_mac(fill: Bound, taps: Sequence[np.ndarray], weights: Sequence[np.ndarray],
+            acc: np.ndarray, prod: np.ndarray) -> Bound:
+    """The call: ``fill`` (the taps' source), then acc = sum of tap * weight over the taps."""
     (first, w0), *rest = zip(taps, weights, strict=True)
 
     def run() -> None:
@@ -288,9 +287,14 @@ def _tap_sum(fill: Bound, taps: Sequence[np.ndarray], weights: Sequence[np.ndarr
         for tap, wt in rest:
             np.multiply(tap, wt, out=prod)
             np.add(acc, prod, out=acc)
-        np.copyto(out, result)
 
     return run
+
+
+def _tap_sum(fill: Bound, taps: Sequence[np.ndarray], weights: Sequence[np.ndarray],
+             acc: np.ndarray, prod: np.ndarray, result: np.ndarray, out: np.ndarray) -> Bound:
+    """``tap_mac``, then ``result`` (a view of acc) copied to out."""
+    return then(tap_mac(fill, taps, weights, acc, prod), functools.partial(np.copyto, out, result))
 
 
 def _depthwise_channels_last(x: np.ndarray, weight: np.ndarray, plan: _ConvPlan,

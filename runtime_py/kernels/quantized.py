@@ -523,21 +523,6 @@ def _chunks(weight: np.ndarray) -> list[tuple[int, int]]:
     return chunks
 
 
-def _mac(fill: Bound, taps: Sequence[np.ndarray], weights: Sequence[np.ndarray],
-         acc: np.ndarray, prod: np.ndarray) -> Bound:
-    """The call: ``fill`` (the taps' source), then acc = sum of tap * weight over the taps."""
-    (first, w0), *rest = zip(taps, weights, strict=True)
-
-    def run() -> None:
-        fill()
-        np.multiply(first, w0, out=acc)
-        for tap, wt in rest:
-            np.multiply(tap, wt, out=prod)
-            np.add(acc, prod, out=acc)
-
-    return run
-
-
 def _phase_taps(x: np.ndarray, win: nn._Window, value: int, planes: np.ndarray
                 ) -> tuple[list[np.ndarray], Bound]:
     """(each tap's run over ``planes``, the float32 phase planes of ``x`` padded with
@@ -788,7 +773,7 @@ def _depthwise_conv(x: np.ndarray, weight: np.ndarray, zero_point: int, plan: _C
         taps, fill = _phase_taps(x[:, c0:c1], plan.win, zero_point,
                                  _prefix(buf["planes"], planes_shape))
         weights = [taps_w[c0:c1, t].reshape(-1, 1) for t in range(len(taps))]
-        calls.append(_mac(fill, taps, weights, sums, _product(buf, run_shape)))
+        calls.append(nn.tap_mac(fill, taps, weights, sums, _product(buf, run_shape)))
         valid = functools.partial(_valid_columns, (n, c1 - c0, ho, planes_shape[-1]), wo)
         calls += req.bind(sums, _requant_buffers(buf, run_shape), out[:, c0:c1],
                           functools.partial(_channel_block, c0, c1), valid)
@@ -820,7 +805,7 @@ def _depthwise_last(x: np.ndarray, weight: np.ndarray, zero_point: int, plan: _C
     weights = list(np.ascontiguousarray(weight.reshape(c, -1).T, np.float32))
     shape = (n, ho, wo, c)
     sums = _prefix(buf["sums"], shape)
-    return [_mac(fill, taps, weights, sums, _product(buf, shape)),
+    return [nn.tap_mac(fill, taps, weights, sums, _product(buf, shape)),
             *req.bind(sums, _requant_buffers(buf, shape), out.transpose(0, 2, 3, 1), _last)]
 
 
