@@ -48,7 +48,7 @@ def test_malformed_recipe_names_the_file(tmp_path):
 
 def _board(*capacities: int) -> Board:
     tiers = tuple(Tier(f"t{i}", c) for i, c in enumerate(capacities))
-    return Board("tiny", "", tiers, {}, ("float32",))
+    return Board("tiny", "", tiers, None, ("float32",))
 
 
 def test_small_fast_tier_spills_and_still_runs(exported, tmp_path):
@@ -81,7 +81,7 @@ def _recipe(tmp_path, sram: int, dram: int):
 def test_scratch_limit_shrinks_the_arena_and_keeps_results(exported, tmp_path):
     ex = exported("cnn")
     unlimited = ex.result.plan.arenas[0].size
-    board = Board("lean", "", (Tier("sram", 1 << 30),), {}, ("float32",), scratch_limit=32768)
+    board = Board("lean", "", (Tier("sram", 1 << 30),), None, ("float32",), scratch_limit=32768)
     result = export(ex.model, ex.torch_inputs, board=board)
     def biggest_scratch(graph) -> int:
         return max(t.nbytes for t in graph.tensors.values() if t.kind == "scratch")
