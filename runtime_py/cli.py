@@ -11,7 +11,7 @@ import numpy as np
 
 from runtime_py import __version__
 from runtime_py.errors import NeeError
-from runtime_py.format import SCHEMA_VERSION
+from runtime_py.format import DELEGATE_CALL, SCHEMA_VERSION
 from runtime_py.program import Program
 
 # --version on every NEE command: the package's and the bundle schema's versions.
@@ -53,7 +53,10 @@ def main(bundle: str, inputs: tuple[str, ...], random_inputs: bool, output: str 
         np.savez(output, **{s.name: v for s, v in zip(program.outputs, outputs, strict=True)})
         click.echo(f"saved outputs to {output}")
     if profile:
-        click.echo(format_profile(program.profile(*arrays)))
+        timings = program.profile(*arrays)
+        click.echo(format_profile(timings))
+        if program.partitions:
+            click.echo(format_partitions(program, timings))
 
 
 def _read_inputs(paths: tuple[str, ...], program: Program) -> list[np.ndarray]:
@@ -73,6 +76,24 @@ def _random(program: Program) -> list[np.ndarray]:
     rng = np.random.default_rng(0)
     return [rng.standard_normal(s.shape).astype(s.dtype) if np.dtype(s.dtype).kind == "f"
             else np.zeros(s.shape, s.dtype) for s in program.inputs]
+
+
+def format_partitions(program: Program, timings: list) -> str:
+    """Per delegated partition: its measured time here (host emulation or device) beside the
+    compiler's estimate on the device; then the time of the calls left on the CPU."""
+    lines = ["partitions:"]
+    delegated = 0.0
+    for p in program.partitions:
+        measured = sum(t for call, t in timings if call.op == f"{DELEGATE_CALL}[{p.index}]")
+        delegated += measured
+        estimate = ("no estimate" if p.estimate is None else
+                    f"estimated {p.estimate.seconds * 1e3:.3f} ms on the {p.target} "
+                    f"({p.estimate.cycles} cycles at {p.estimate.clock_hz / 1e6:g} MHz)")
+        backend = program.backends.get(p.backend, program.backends["cpu"]).label
+        lines.append(f"  {p.index}: {measured * 1e3:.3f} ms here ({backend}); {estimate}")
+    cpu = sum(t for _, t in timings) - delegated
+    lines.append(f"  calls on the CPU: {cpu * 1e3:.3f} ms")
+    return "\n".join(lines)
 
 
 def format_profile(timings: list) -> str:

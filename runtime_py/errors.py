@@ -19,5 +19,9 @@ class MissingKernelsError(BundleError):
     """The bundle needs kernels this runtime does not have (all of them are listed)."""
 
 
+class MissingBackendError(BundleError):
+    """The bundle has partitions for backends this runtime lacks, without a CPU fallback."""
+
+
 class InputError(NeeError, ValueError):
     """Inputs passed to ``Program.run`` do not match the bundle's inputs."""

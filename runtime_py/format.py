@@ -6,6 +6,8 @@ SCHEMA_VERSION = 1
 FILE_IDENTIFIER = b"NEE1"
 SEGMENT_ALIGNMENT = 64
 SIZE_PREFIX_BYTES = 4
+# The node calling a delegated partition (Bundle.delegates[args.delegate]); not a kernel.
+DELEGATE_CALL = "nee::delegate_call"
 
 # DType enum value <-> numpy dtype name, in schemas/nee.fbs order.
 DTYPES = ("float32", "float64", "float16", "int64", "int32", "int16", "int8", "uint8", "bool")

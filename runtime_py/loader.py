@@ -18,6 +18,7 @@ from runtime_py.fbs.ArgKind import ArgKind
 from runtime_py.fbs.Bundle import Bundle, BundleT
 from runtime_py.fbs.StorageKind import StorageKind
 from runtime_py.format import (
+    DELEGATE_CALL,
     DTYPES,
     FILE_IDENTIFIER,
     SCHEMA_VERSION,
@@ -53,6 +54,9 @@ def load_bundle(path: str | Path, *, check_kernels: bool = True) -> LoadedBundle
         bundle = BundleT.InitFromObj(Bundle.GetRootAs(data, SIZE_PREFIX_BYTES))
         if bundle.outputNames is not None:  # flatc's object API leaves string vectors as bytes
             bundle.outputNames = [n.decode("utf-8") for n in bundle.outputNames]
+        for d in bundle.delegates or []:
+            if d.estimate is not None and d.estimate.opNames is not None:
+                d.estimate.opNames = [n.decode("utf-8") for n in d.estimate.opNames]
     except _DECODE_ERRORS as e:
         raise BundleError(path, "a well-formed NEE flatbuffer", f"corrupt data ({e})",
                           "the file is damaged; export it again") from e
@@ -98,6 +102,7 @@ def _validate(b: LoadedBundle, check_kernels: bool) -> None:
     _check_tensors(b)
     _check_quantization(b)
     _check_nodes(b)
+    _check_delegates(b)
     _check_kernel_list(b)
     if check_kernels:
         _check_kernels_present(b)
@@ -155,7 +160,11 @@ def _check_overlaps(b: LoadedBundle) -> None:
 
 
 def storage_size(b: LoadedBundle, kind: int, index: int) -> int | None:
-    """Bytes of an arena buffer or constant segment, or None if the index is out of range."""
+    """Bytes of an arena buffer, constant segment or delegate workspace, or None if the index
+    is out of range."""
+    if kind == StorageKind.Delegate:
+        delegates = b.bundle.delegates or []
+        return delegates[index].workspace if index < len(delegates) else None
     pool = b.bundle.segments if kind == StorageKind.Constant else (
         b.bundle.plan.buffers if b.bundle.plan else None)
     if kind not in (StorageKind.Constant, StorageKind.Arena) or not pool or index >= len(pool):
@@ -265,19 +274,81 @@ def _check_arg(b: LoadedBundle, where: str, arg: Any) -> None:
 
 
 def _check_nodes(b: LoadedBundle) -> None:
-    tensors = b.bundle.tensors or []
     for i, node in enumerate(b.bundle.nodes or []):
-        if not node.op:
-            raise _fail(b, f"node {i}", "an operator name", "none")
-        for arg in node.args or []:
-            _check_arg(b, f"node {i} {node.op}", arg)
-            for k in ints(arg.tensors):
-                if k >= len(tensors):
-                    raise _fail(b, f"node {i} {node.op} arg {arg.name}", f"tensor < {len(tensors)}",
-                                str(k))
-        for k in ints(node.outputs):
-            if k >= len(tensors) or tensors[k].storageKind != StorageKind.Arena:
-                raise _fail(b, f"node {i} {node.op} output", "a tensor in the arena", str(k))
+        _check_node(b, f"node {i}", node, (StorageKind.Arena, None))
+
+
+def _check_node(b: LoadedBundle, where: str, node: Any, writable: tuple[int, int | None]) -> None:
+    """Op name, arguments and tensor indices of one node; its outputs in storage ``writable``
+    (an arena tensor, or (Delegate, k): delegate k's workspace or an arena tensor)."""
+    tensors = b.bundle.tensors or []
+    if not node.op:
+        raise _fail(b, where, "an operator name", "none")
+    for arg in node.args or []:
+        _check_arg(b, f"{where} {node.op}", arg)
+        for k in ints(arg.tensors):
+            if k >= len(tensors):
+                raise _fail(b, f"{where} {node.op} arg {arg.name}", f"tensor < {len(tensors)}",
+                            str(k))
+    for k in ints(node.outputs):
+        t = tensors[k] if k < len(tensors) else None
+        if t is None or not (t.storageKind == StorageKind.Arena or (
+                (t.storageKind, t.storage) == writable)):
+            raise _fail(b, f"{where} {node.op} output", "a tensor in the arena" + (
+                f" or in delegate {writable[1]}'s workspace" if writable[1] is not None else ""),
+                str(k))
+
+
+def _check_delegates(b: LoadedBundle) -> None:
+    """Each delegate: named backend and target, payload in segments, arena I/O with one offset
+    each, a reference program writing its outputs, called once by a matching call node."""
+    calls = [n for n in b.bundle.nodes or [] if n.op == DELEGATE_CALL]
+    delegates = b.bundle.delegates or []
+    called = [_int_arg(n, "delegate") for n in calls]
+    if called != list(range(len(delegates))):
+        raise _fail(b, "delegate calls", f"one {DELEGATE_CALL} per delegate, in order "
+                    f"{list(range(len(delegates)))}", f"calls of {called}")
+    for i, (d, call) in enumerate(zip(delegates, calls, strict=True)):
+        problems = _delegate_problems(b, i, d, call)
+        if problems:
+            raise _fail(b, f"delegate {i} ({d.backend or '?'})", "a well-formed partition",
+                        "; ".join(problems))
+        for j, node in enumerate(d.nodes or []):
+            if node.op == DELEGATE_CALL:
+                raise _fail(b, f"delegate {i} node {j}", "a kernel call", DELEGATE_CALL)
+            _check_node(b, f"delegate {i} node {j}", node, (StorageKind.Delegate, i))
+
+
+def _delegate_problems(b: LoadedBundle, i: int, d: Any, call: Any) -> list[str]:
+    tensors, segments = b.bundle.tensors or [], b.bundle.segments or []
+    ins, outs = ints(d.inputs), ints(d.outputs)
+    payload = [(p.name, p.segment) for p in d.payload or []]
+    e = d.estimate
+    checks = [
+        (bool(d.backend and d.target), f"backend {d.backend!r}, target {d.target!r}"),
+        (all(name for name, _ in payload) and len({n for n, _ in payload}) == len(payload)
+         and all(k < len(segments) for _, k in payload), f"payload {payload}"),
+        (all(k < len(tensors) and tensors[k].storageKind == StorageKind.Arena
+             for k in ins + outs), f"inputs {ins}, outputs {outs} (arena tensors)"),
+        (len(ints(d.inputOffsets)) == len(ins) and len(ints(d.outputOffsets)) == len(outs),
+         "one scratch offset per input and output"),
+        (_tensor_args(call, "inputs") == ins and ints(call.outputs) == outs,
+         "the call's inputs and outputs equal the delegate's"),
+        (bool(d.nodes) and set(outs) <= {k for n in d.nodes for k in ints(n.outputs)},
+         "a reference program writing every output"),
+        (e is None or (e.clockHz > 0 and len(e.opNames or []) == len(ints(e.opCycles))),
+         "an estimate with a clock and one cycle count per named op"),
+    ]
+    return [problem for ok, problem in checks if not ok]
+
+
+def _int_arg(node: Any, name: str) -> int | None:
+    arg = next((a for a in node.args or [] if a.name == name and a.kind == ArgKind.Int), None)
+    return None if arg is None else int(arg.ints[0])
+
+
+def _tensor_args(node: Any, name: str) -> list[int]:
+    return next((ints(a.tensors) for a in node.args or [] if a.name == name), [])
 
 
 def kernel_list(b: LoadedBundle) -> list[tuple[str, str]]:
@@ -287,8 +358,10 @@ def kernel_list(b: LoadedBundle) -> list[tuple[str, str]]:
 
 def _check_kernel_list(b: LoadedBundle) -> None:
     tensors = b.bundle.tensors or []
+    nodes = [n for n in b.bundle.nodes or [] if n.op != DELEGATE_CALL]
+    nodes += [n for d in b.bundle.delegates or [] for n in d.nodes or []]
     needed = {(n.op, DTYPES[tensors[n.outputs[0]].dtype] if n.outputs is not None
-               and len(n.outputs) else "?") for n in b.bundle.nodes or []}
+               and len(n.outputs) else "?") for n in nodes}
     if needed != set(kernel_list(b)):
         raise _fail(b, "kernel list", f"the {len(needed)} (op, dtype) pairs the nodes use",
                     f"{len(set(kernel_list(b)) ^ needed)} pairs differing")

@@ -14,10 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from runtime_py.errors import BundleError, InputError
+from runtime_py.backends import BACKENDS, Backend, Estimate, Partition
+from runtime_py.errors import BundleError, InputError, MissingBackendError
 from runtime_py.fbs.ArgKind import ArgKind
 from runtime_py.fbs.StorageKind import StorageKind
-from runtime_py.format import DTYPES, SEGMENT_ALIGNMENT
+from runtime_py.format import DELEGATE_CALL, DTYPES, SEGMENT_ALIGNMENT
 from runtime_py.kernels import KERNELS, Bound, configure_numpy
 from runtime_py.loader import LoadedBundle, ints, load_bundle, output_names
 
@@ -46,11 +47,17 @@ class Call:
 class Program:
     """A runnable bundle. Create with ``Program.load(path)``."""
 
-    def __init__(self, loaded: LoadedBundle) -> None:
+    def __init__(self, loaded: LoadedBundle, backends: dict[str, Backend] | None = None) -> None:
         self.loaded = loaded
         bundle = loaded.bundle
+        self.backends = {**BACKENDS, **(backends or {})}
+        _check_backends(loaded, self.backends)
         self.arenas = [_aligned_zeros(a.size) for a in (bundle.plan.arenas or [])]
-        self.tensors = [self._view(t) for t in bundle.tensors or []]
+        self.workspaces: dict[int, np.ndarray] = {}  # delegate -> its reference's workspace
+        self.tensors: list[np.ndarray | None] = [  # delegate workspaces: on first reference()
+            None if t.storageKind == StorageKind.Delegate else self._view(t)
+            for t in bundle.tensors or []]
+        self.partitions: list[Partition] = []
         self.inputs = [self._spec(i) for i in ints(bundle.inputs)]
         self.outputs = [self._spec(i, name) for i, name in zip(ints(bundle.outputs),
                                                                output_names(bundle), strict=True)]
@@ -64,9 +71,10 @@ class Program:
         self._run_all = functools.partial(self._numpy.run, self._execute)
 
     @classmethod
-    def load(cls, path: str | Path) -> Program:
-        """Map, validate and prepare a bundle for running."""
-        return cls(load_bundle(path))
+    def load(cls, path: str | Path, backends: dict[str, Backend] | None = None) -> Program:
+        """Map, validate and prepare a bundle for running; ``backends`` add to or replace
+        ``runtime_py.backends.BACKENDS`` by name (e.g. an Ethos-U with a device driver)."""
+        return cls(load_bundle(path), backends)
 
     @property
     def arena_bytes(self) -> int:
@@ -112,7 +120,9 @@ class Program:
         dtype = np.dtype(DTYPES[t.dtype])
         shape = tuple(ints(t.shape))
         strides = tuple(s * dtype.itemsize for s in ints(t.strides))
-        if t.storageKind == StorageKind.Constant:
+        if t.storageKind == StorageKind.Delegate:
+            buffer, offset = self.workspaces[t.storage], 0
+        elif t.storageKind == StorageKind.Constant:
             seg = self.loaded.bundle.segments[t.storage]
             buffer, offset = self.loaded.data, self.loaded.segment_base + seg.offset
         else:
@@ -126,6 +136,8 @@ class Program:
         return TensorSpec(name or t.name, tuple(ints(t.shape)), DTYPES[t.dtype])
 
     def _bind(self, node: Any) -> Call:
+        if node.op == DELEGATE_CALL:
+            return self._delegate_call(node)
         kwargs = {arg.name: self._arg_value(arg) for arg in node.args or []}
         kernel = KERNELS[node.op]
         what = f"{self.loaded.path}: node {node.op}"
@@ -142,6 +154,39 @@ class Program:
                 raise BundleError(what, f"a scratch of at least {least} bytes",
                                   f"{scratch.nbytes} bytes", hint)
         return Call(node.op, kernel.bind(kwargs), node.source or "")
+
+    def _delegate_call(self, node: Any) -> Call:
+        """Hand the partition to its backend (the CPU one for a fallback) to prepare."""
+        index = next(int(a.ints[0]) for a in node.args if a.name == "delegate")
+        d = self.loaded.bundle.delegates[index]
+        scratch = next((self.tensors[int(a.tensors[0])] for a in node.args
+                        if a.name == "scratch"), None)
+        partition = Partition(
+            index, d.backend, d.target, {kv.key: kv.value for kv in d.compileSpecs or []},
+            {p.name: self._segment(p.segment) for p in d.payload or []},
+            [self.tensors[k] for k in ints(d.inputs)], [self.tensors[k] for k in ints(d.outputs)],
+            ints(d.inputOffsets), ints(d.outputOffsets), scratch, d.fastScratch,
+            _estimate(d.estimate), functools.partial(self._reference, index))
+        self.partitions.append(partition)
+        backend = self.backends.get(d.backend, self.backends["cpu"])
+        return Call(f"{DELEGATE_CALL}[{index}]", backend.prepare(partition),
+                    f"partition {index}: {len(d.nodes or [])} calls for {d.backend} "
+                    f"{d.target}")
+
+    def _reference(self, index: int) -> list[Bound]:
+        """Bind delegate ``index``'s reference program, its workspace allocated once."""
+        d = self.loaded.bundle.delegates[index]
+        if index not in self.workspaces:
+            self.workspaces[index] = _aligned_zeros(d.workspace)
+            for k, t in enumerate(self.loaded.bundle.tensors):
+                if t.storageKind == StorageKind.Delegate and t.storage == index:
+                    self.tensors[k] = self._view(t)
+        return [self._bind(node).run for node in d.nodes or []]
+
+    def _segment(self, index: int) -> np.ndarray:
+        seg = self.loaded.bundle.segments[index]
+        return np.frombuffer(self.loaded.data, np.uint8, seg.size,
+                             self.loaded.segment_base + seg.offset)
 
     def _arg_value(self, arg: Any) -> Any:
         kind = arg.kind
@@ -165,6 +210,27 @@ _SCALARS: dict[int, Callable[[Any], Any]] = {
     ArgKind.BoolList: lambda a: tuple(bool(i) for i in a.ints),
     ArgKind.String: lambda a: a.str,
 }
+
+
+def _check_backends(loaded: LoadedBundle, backends: dict[str, Backend]) -> None:
+    """Every delegate's backend is present, or the delegate has a CPU fallback (all listed)."""
+    missing = sorted({f"{d.backend} (partition {i}, {d.target})"
+                      for i, d in enumerate(loaded.bundle.delegates or [])
+                      if d.backend not in backends and not d.cpuFallback})
+    if missing:
+        raise MissingBackendError(
+            f"{loaded.path}: {len(missing)} delegated partition(s)",
+            f"backends this runtime has ({', '.join(sorted(backends))})",
+            "missing: " + ", ".join(missing),
+            "use a runtime built with that backend, or export with a CPU fallback")
+
+
+def _estimate(e: Any) -> Estimate | None:
+    if e is None:
+        return None
+    names = [n.decode() if isinstance(n, bytes) else n for n in e.opNames or []]
+    return Estimate(e.cycles, e.clockHz, e.macs, e.sramBytes, e.flashBytes,
+                    tuple(zip(names, ints(e.opCycles), strict=True)))
 
 
 def _aligned_zeros(size: int) -> np.ndarray:

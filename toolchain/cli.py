@@ -53,9 +53,15 @@ from toolchain.quantize.samples import read_samples
               show_default=True, help="nee: a bundle for nee-run; tflite: the same float or int8 "
                                       "program as a .tflite model (LiteRT, TFLite Micro, Vela), "
                                       "inputs and outputs in NEE's layout.")
+@click.option("--npu/--no-npu", default=True, show_default=True,
+              help="Compile the calls the board's NPU takes into delegated partitions (with "
+                   "Vela: pip install 'nee[npu]'). Off with --format tflite.")
+@click.option("--cpu-fallback/--no-cpu-fallback", default=True, show_default=True,
+              help="Let a runtime without the NPU backend run the partitions on its CPU.")
 def export_main(target: str, output: str, example_inputs: tuple[str, ...], board: str | None,
                 planner: str, time_limit: float, name: str | None, quantize: str | None,
-                calibration: str | None, observer: str, rounding: str, fmt: str) -> None:
+                calibration: str | None, observer: str, rounding: str, fmt: str, npu: bool,
+                cpu_fallback: bool) -> None:
     """Export TARGET (``path/to/file.py:Model`` or ``package.module:factory``) to a bundle or
     a .tflite model."""
     require_extra("torch", "nee-export")
@@ -74,7 +80,7 @@ def export_main(target: str, output: str, example_inputs: tuple[str, ...], board
         result = export(model, inputs, name=name or default_name,
                         board=load_board(board) if board else None, planner=planner,
                         time_limit=time_limit, progress=lambda m: click.echo(m, err=True),
-                        quantize=int8)
+                        quantize=int8, npu=npu and fmt == "nee", cpu_fallback=cpu_fallback)
         size = (write_tflite if fmt == "tflite" else write_bundle)(result, output)
     except NeeError as e:
         raise click.ClickException(str(e)) from e

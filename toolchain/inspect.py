@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
+
 from runtime_py.fbs.StorageKind import StorageKind
-from runtime_py.format import DTYPES
+from runtime_py.format import DELEGATE_CALL, DTYPES
 from runtime_py.loader import LoadedBundle, ints, kernel_list, output_names
 from toolchain.ir import SCRATCH_ARG
 from toolchain.memory_plan.types import Arena, BufferRequest, Placement, Plan
@@ -21,6 +23,7 @@ def describe(loaded: LoadedBundle, *, buffers: bool = False) -> str:
         f"program ({len(b.nodes or [])} calls):\n" + "\n".join(_node(loaded, i, n)
                                                               for i, n in enumerate(b.nodes or [])),
         *_int8(loaded),
+        *_partitions(loaded),
         _plan(loaded, buffers),
         f"kernels ({len(kernel_list(loaded))}):\n" + "\n".join(
             f"  {op} {dtype}" for op, dtype in kernel_list(loaded)),
@@ -57,6 +60,62 @@ def _int8(loaded: LoadedBundle) -> list[str]:
     return ["int8 accuracy vs float (measured at export):\n" + "\n".join(accuracy or ["  -"]),
             f"ops left in float ({len(floats)}: no int8 kernel, parameters that rule one out, "
             f"or a returned softmax/sigmoid/tanh):\n" + "\n".join(floats or ["  none"])]
+
+
+# Weight argument and the dims of its shape a multiply-accumulate runs over, per op.
+_MAC_WEIGHTS = {
+    **dict.fromkeys(("conv2d_int8", "convolution", "convolution_act"), ("weight", slice(1, None))),
+    "linear_int8": ("weight", slice(1, 2)),
+    **dict.fromkeys(("addmm", "addmm_act", "mm", "mm_act"), ("mat2", slice(0, 1))),
+}
+
+
+def macs(loaded: LoadedBundle, node) -> int:
+    """Multiply-accumulates of a convolution or matrix product call (0 for other ops)."""
+    rule = _MAC_WEIGHTS.get(node.op.partition("::")[2].partition(".")[0])
+    weight = next((a for a in node.args or [] if rule and a.name == rule[0]), None)
+    if weight is None:
+        return 0
+    tensors = loaded.bundle.tensors
+    per_output = math.prod(ints(tensors[int(weight.tensors[0])].shape)[rule[1]])
+    return per_output * math.prod(ints(tensors[int(node.outputs[0])].shape))
+
+
+def _partitions(loaded: LoadedBundle) -> list[str]:
+    """Delegated partitions (payload, estimate, share of MACs) and why the rest stays on the CPU."""
+    b = loaded.bundle
+    cpu = [n for n in b.nodes or [] if n.op != DELEGATE_CALL]
+    if not b.delegates and not any(n.cpuReason for n in cpu):
+        return []
+    npu_macs = sum(macs(loaded, n) for d in b.delegates or [] for n in d.nodes or [])
+    total = npu_macs + sum(macs(loaded, n) for n in cpu)
+    delegated = sum(len(d.nodes or []) for d in b.delegates or [])
+    lines = [f"partitions ({len(b.delegates or [])}; {delegated} of {delegated + len(cpu)} calls "
+             f"and {npu_macs / max(total, 1):.1%} of {total} MACs delegated):"]
+    for i, d in enumerate(b.delegates or []):
+        lines += _partition(loaded, i, d)
+    reasons = [f"  {n.op} at {n.source or '?'}: {n.cpuReason}" for n in cpu if n.cpuReason]
+    return ["\n".join(lines), f"calls on the CPU and why ({len(reasons)}):\n"
+            + "\n".join(reasons or ["  none"])]
+
+
+def _partition(loaded: LoadedBundle, i: int, d) -> list[str]:
+    specs = ", ".join(f"{kv.key} {kv.value}" for kv in d.compileSpecs or [])
+    payload = ", ".join(f"{p.name} {loaded.bundle.segments[p.segment].size} B"
+                        for p in d.payload or [])
+    lines = [f"  {i}: {d.backend} {d.target}, {len(d.nodes or [])} calls "
+             f"({'CPU fallback kept' if d.cpuFallback else 'no CPU fallback'})",
+             f"    inputs {', '.join(_tensor(loaded, k) for k in ints(d.inputs))}",
+             f"    outputs {', '.join(_tensor(loaded, k) for k in ints(d.outputs))}",
+             f"    payload: {payload}; device scratch {d.scratch} B, fast scratch "
+             f"{d.fastScratch} B; host reference workspace {d.workspace} B",
+             f"    compiled with {specs}"]
+    e = d.estimate
+    if e is not None:
+        lines.append(f"    estimate: {e.cycles} cycles = {e.cycles / e.clockHz * 1e3:.3f} ms at "
+                     f"{e.clockHz / 1e6:g} MHz, {e.macs} MACs, SRAM {e.sramBytes / 1024:.1f} KiB, "
+                     f"flash {e.flashBytes / 1024:.1f} KiB")
+    return lines
 
 
 def _node(loaded: LoadedBundle, i: int, node) -> str:

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from runtime_py.format import DELEGATE_CALL
+
 
 @dataclass(frozen=True)
 class Ref:
@@ -79,6 +81,45 @@ class Node:
     source: str = ""  # "file:line: code" of the model line that produced it
     call: str = ""  # the torch function the model called, when the op came from decomposing it
     out_names: list[str] = field(default_factory=list)  # schema names of the out args
+    cpu_reason: str = ""  # on a board with an NPU: why this call stays on the CPU
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A delegate compiler's estimate for one run of a partition."""
+
+    cycles: int
+    clock_hz: int  # the board's clock for the device: seconds = cycles / clock_hz
+    macs: int
+    sram_bytes: int
+    flash_bytes: int
+    op_cycles: tuple[tuple[str, int], ...] = ()  # (compiled op's output name, cycles)
+
+
+@dataclass
+class Delegate:
+    """A partition compiled for a delegate backend, called by one ``nee::delegate_call`` node.
+
+    ``nodes`` is its reference program on CPU kernels (what ``payload`` computes, bit-exact);
+    its internal tensors live at ``workspace`` byte offsets in a memory of its own, its
+    ``inputs`` and ``outputs`` in the arena. ``input_offsets``/``output_offsets`` place them
+    inside the device's ``scratch``."""
+
+    backend: str
+    target: str
+    nodes: list[Node]
+    inputs: list[str]
+    outputs: list[str]
+    specs: dict[str, str] = field(default_factory=dict)
+    payload: dict[str, np.ndarray] = field(default_factory=dict)  # name -> uint8 blob
+    input_offsets: list[int] = field(default_factory=list)
+    output_offsets: list[int] = field(default_factory=list)
+    scratch: int = 0
+    fast_scratch: int = 0
+    workspace: dict[str, int] = field(default_factory=dict)  # internal root -> byte offset
+    workspace_size: int = 0
+    estimate: Estimate | None = None
+    cpu_fallback: bool = True
 
 
 @dataclass
@@ -94,6 +135,8 @@ class Graph:
     ensured: set[str] = field(default_factory=set)
     scratch_budget: int | None = None  # max workspace bytes per kernel call (board recipe)
     int8_rounding: str = "double"  # int8 requantization (toolchain.quantize.options.ROUNDINGS)
+    npu: Any = None  # the board's toolchain.boards.Npu: passes/delegate_npu.py partitions for it
+    delegates: list[Delegate] = field(default_factory=list)  # nee::delegate_call's "delegate"
 
     def storage_of(self, name: str) -> str:
         """The tensor owning the bytes of ``name`` (itself unless it is a view)."""
@@ -107,6 +150,11 @@ class Graph:
             if t.view_of == old:
                 t.view_of = new
         self.outputs = [new if n == old else n for n in self.outputs]
+
+    def all_nodes(self) -> list[Node]:
+        """The program's nodes and, in place of each delegate call, its reference program."""
+        return [n for node in self.nodes for n in (
+            self.delegates[node.args["delegate"]].nodes if node.op == DELEGATE_CALL else [node])]
 
     def producers(self) -> dict[str, Node]:
         """The node writing each node output, by tensor name."""

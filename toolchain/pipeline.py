@@ -14,6 +14,8 @@
 - drop_unused_outputs after fold_constants (a folded call's outputs are gone) and before
   add_scratch (the workspace is sized for the single-output kernel).
 - add_scratch after fusion: the workspace is sized for the final (fused) kernels.
+- delegate_npu after add_scratch (a partition's reference program keeps its kernels' scratch)
+  and before reuse_inputs (it reorders nodes and replaces runs of them by one call).
 - reuse_inputs after every pass that changes the node list: it reads final lifetimes.
 - check_supported last: it checks the final kernel names against the runtime registry.
 """
@@ -26,6 +28,7 @@ from toolchain.ir import Graph
 from toolchain.passes.add_scratch import add_scratch
 from toolchain.passes.alias_views import alias_views
 from toolchain.passes.check_supported import check_supported
+from toolchain.passes.delegate_npu import delegate_npu
 from toolchain.passes.drop_unused_outputs import drop_unused_outputs
 from toolchain.passes.fill_from_shape import fill_from_shape
 from toolchain.passes.fold_batchnorm import fold_batchnorm
@@ -48,6 +51,7 @@ PASSES: list[Pass] = [
     fuse_activation,
     drop_unused_outputs,
     add_scratch,
+    delegate_npu,
     reuse_inputs,
     check_supported,
 ]

@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 
+from runtime_py.format import DELEGATE_CALL
 from toolchain.ir import Graph, Node, Ref, Tensor, node_inputs, refs
 from toolchain.passes.alias_views import VIEW_RULES
 
@@ -45,9 +46,33 @@ def _problems(graph: Graph):
     for name in graph.outputs:
         if graph.storage_of(name) not in defined:
             yield f"graph output {name} is never written"
+    yield from _delegate_problems(graph)
     names = graph.output_names
     if names and (len(names) != len(graph.outputs) or len(set(names)) != len(names)):
         yield f"output names {names} are not one distinct name per output {graph.outputs}"
+
+
+def _delegate_problems(graph: Graph):
+    """Each delegate call matches its delegate, whose reference program reads only the
+    call's inputs, constants and its own earlier results, and writes the call's outputs."""
+    calls = [n for n in graph.nodes if n.op == DELEGATE_CALL]
+    if [n.args["delegate"] for n in calls] != list(range(len(graph.delegates))):
+        yield f"delegate calls {[n.args['delegate'] for n in calls]} do not call each of the " \
+              f"{len(graph.delegates)} delegates once, in order"
+        return
+    for call, d in zip(calls, graph.delegates, strict=True):
+        where = f"delegate {call.args['delegate']} ({d.backend})"
+        if [r.name for r in call.args["inputs"]] != d.inputs or call.outputs != d.outputs:
+            yield f"{where}: call arguments differ from the delegate's inputs/outputs"
+        known = {graph.storage_of(n) for n in d.inputs}
+        for node in d.nodes:
+            for name in node_inputs(node):
+                if graph.storage_of(name) not in known and not graph.is_const(name):
+                    yield f"{where}: {node.op} reads {name}, not an input or earlier result"
+            known.update(graph.storage_of(o) for o in node.outputs)
+        missing = [o for o in d.outputs if o not in known]
+        if missing:
+            yield f"{where}: outputs {missing} are not written by its reference program"
 
 
 def _tensor_problems(graph: Graph):

@@ -266,8 +266,33 @@ class Bundle(object):
         o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(28))
         return o == 0
 
+    # Bundle
+    def Delegates(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(30))
+        if o != 0:
+            x = self._tab.Vector(o)
+            x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
+            x = self._tab.Indirect(x)
+            from runtime_py.fbs.Delegate import Delegate
+            obj = Delegate()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+    # Bundle
+    def DelegatesLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(30))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Bundle
+    def DelegatesIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(30))
+        return o == 0
+
 def BundleStart(builder):
-    builder.StartObject(13)
+    builder.StartObject(14)
 
 def Start(builder):
     BundleStart(builder)
@@ -398,6 +423,18 @@ def BundleStartAccuracyVector(builder, numElems):
 def StartAccuracyVector(builder, numElems):
     return BundleStartAccuracyVector(builder, numElems)
 
+def BundleAddDelegates(builder, delegates):
+    builder.PrependUOffsetTRelativeSlot(13, flatbuffers.number_types.UOffsetTFlags.py_type(delegates), 0)
+
+def AddDelegates(builder, delegates):
+    BundleAddDelegates(builder, delegates)
+
+def BundleStartDelegatesVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def StartDelegatesVector(builder, numElems):
+    return BundleStartDelegatesVector(builder, numElems)
+
 def BundleEnd(builder):
     return builder.EndObject()
 
@@ -405,6 +442,7 @@ def End(builder):
     return BundleEnd(builder)
 
 import runtime_py.fbs.Accuracy
+import runtime_py.fbs.Delegate
 import runtime_py.fbs.KernelEntry
 import runtime_py.fbs.MemoryPlan
 import runtime_py.fbs.Node
@@ -433,6 +471,7 @@ class BundleT(object):
         segments = None,
         outputNames = None,
         accuracy = None,
+        delegates = None,
     ):
         self.schemaVersion = schemaVersion  # type: int
         self.producer = producer  # type: Optional[str]
@@ -447,6 +486,7 @@ class BundleT(object):
         self.segments = segments  # type: Optional[List[runtime_py.fbs.Segment.SegmentT]]
         self.outputNames = outputNames  # type: Optional[List[Optional[str]]]
         self.accuracy = accuracy  # type: Optional[List[runtime_py.fbs.Accuracy.AccuracyT]]
+        self.delegates = delegates  # type: Optional[List[runtime_py.fbs.Delegate.DelegateT]]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -539,6 +579,14 @@ class BundleT(object):
                 else:
                     accuracy_ = runtime_py.fbs.Accuracy.AccuracyT.InitFromObj(bundle.Accuracy(i))
                     self.accuracy.append(accuracy_)
+        if not bundle.DelegatesIsNone():
+            self.delegates = []
+            for i in range(bundle.DelegatesLength()):
+                if bundle.Delegates(i) is None:
+                    self.delegates.append(None)
+                else:
+                    delegate_ = runtime_py.fbs.Delegate.DelegateT.InitFromObj(bundle.Delegates(i))
+                    self.delegates.append(delegate_)
 
     # BundleT
     def Pack(self, builder):
@@ -614,6 +662,14 @@ class BundleT(object):
             for i in reversed(range(len(self.accuracy))):
                 builder.PrependUOffsetTRelative(accuracylist[i])
             accuracy = builder.EndVector()
+        if self.delegates is not None:
+            delegateslist = []
+            for i in range(len(self.delegates)):
+                delegateslist.append(self.delegates[i].Pack(builder))
+            BundleStartDelegatesVector(builder, len(self.delegates))
+            for i in reversed(range(len(self.delegates))):
+                builder.PrependUOffsetTRelative(delegateslist[i])
+            delegates = builder.EndVector()
         BundleStart(builder)
         BundleAddSchemaVersion(builder, self.schemaVersion)
         if self.producer is not None:
@@ -640,5 +696,7 @@ class BundleT(object):
             BundleAddOutputNames(builder, outputNames)
         if self.accuracy is not None:
             BundleAddAccuracy(builder, accuracy)
+        if self.delegates is not None:
+            BundleAddDelegates(builder, delegates)
         bundle = BundleEnd(builder)
         return bundle

@@ -94,8 +94,15 @@ class Node(object):
             return self._tab.String(o + self._tab.Pos)
         return None
 
+    # Node
+    def CpuReason(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(12))
+        if o != 0:
+            return self._tab.String(o + self._tab.Pos)
+        return None
+
 def NodeStart(builder):
-    builder.StartObject(4)
+    builder.StartObject(5)
 
 def Start(builder):
     NodeStart(builder)
@@ -136,6 +143,12 @@ def NodeAddSource(builder, source):
 def AddSource(builder, source):
     NodeAddSource(builder, source)
 
+def NodeAddCpuReason(builder, cpuReason):
+    builder.PrependUOffsetTRelativeSlot(4, flatbuffers.number_types.UOffsetTFlags.py_type(cpuReason), 0)
+
+def AddCpuReason(builder, cpuReason):
+    NodeAddCpuReason(builder, cpuReason)
+
 def NodeEnd(builder):
     return builder.EndObject()
 
@@ -157,11 +170,13 @@ class NodeT(object):
         args = None,
         outputs = None,
         source = None,
+        cpuReason = None,
     ):
         self.op = op  # type: Optional[str]
         self.args = args  # type: Optional[List[runtime_py.fbs.Arg.ArgT]]
         self.outputs = outputs  # type: Optional[List[int]]
         self.source = source  # type: Optional[str]
+        self.cpuReason = cpuReason  # type: Optional[str]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -205,6 +220,9 @@ class NodeT(object):
         self.source = node.Source()
         if self.source is not None:
             self.source = self.source.decode('utf-8')
+        self.cpuReason = node.CpuReason()
+        if self.cpuReason is not None:
+            self.cpuReason = self.cpuReason.decode('utf-8')
 
     # NodeT
     def Pack(self, builder):
@@ -228,6 +246,8 @@ class NodeT(object):
                 outputs = builder.EndVector()
         if self.source is not None:
             source = builder.CreateString(self.source)
+        if self.cpuReason is not None:
+            cpuReason = builder.CreateString(self.cpuReason)
         NodeStart(builder)
         if self.op is not None:
             NodeAddOp(builder, op)
@@ -237,5 +257,7 @@ class NodeT(object):
             NodeAddOutputs(builder, outputs)
         if self.source is not None:
             NodeAddSource(builder, source)
+        if self.cpuReason is not None:
+            NodeAddCpuReason(builder, cpuReason)
         node = NodeEnd(builder)
         return node

@@ -5,3 +5,4 @@
 class StorageKind(object):
     Arena = 0
     Constant = 1
+    Delegate = 2

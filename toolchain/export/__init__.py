@@ -36,9 +36,13 @@ def export(
     verify_each: bool = True,
     progress: Progress | None = None,
     quantize: Int8Options | None = None,
+    npu: bool = True,
+    cpu_fallback: bool = True,
 ) -> ExportResult:
     """Export ``model`` traced with ``example_inputs`` into a plan-complete program; with
-    ``quantize``, calibrated and converted to int8 first, and its accuracy measured."""
+    ``quantize``, calibrated and converted to int8 first, and its accuracy measured. With a
+    board that has an NPU (and ``npu``), the calls it takes are compiled into delegated
+    partitions; ``cpu_fallback`` lets a runtime without that backend run them on its CPU."""
     say = _stage_timer(progress)
     traced = model
     if quantize is not None:
@@ -49,10 +53,16 @@ def export(
     program = export_program(traced, example_inputs)
     graph = to_graph(program, output_names(model, program.call_spec.out_spec))
     graph.scratch_budget = board.scratch_limit if board else None
+    graph.npu = board.npu if board and npu else None
     graph.int8_rounding = quantize.rounding if quantize else graph.int8_rounding
     say(f"captured {len(graph.nodes)} core ATen calls")
     graph = run_passes(graph, verify_each=verify_each)
     say(f"ran passes: {len(graph.nodes)} out-variant calls")
+    for i, d in enumerate(graph.delegates):
+        d.cpu_fallback = cpu_fallback
+        say(f"delegate {i}: {len(d.nodes)} calls compiled for {d.target}, "
+            f"{d.estimate.cycles} cycles, {d.estimate.sram_bytes} B of SRAM (Vela)")
+    _check_npu_sram(graph, board)
     requests = buffer_requests(graph)
     try:
         plan = (plan_tiers(requests, board.tiers, planner=planner, time_limit=time_limit)
@@ -83,6 +93,24 @@ def _stage_timer(progress: Progress | None) -> Progress:
             progress(f"[{time.perf_counter() - start:6.2f}s] {message}")
 
     return say
+
+
+def _check_npu_sram(graph: Graph, board: Board | None) -> None:
+    """Each compiled partition's SRAM use (Vela's, which Vela itself does not hold against
+    the board) within the board's SRAM tier (the tier named "sram", else the fastest)."""
+    if not graph.delegates:
+        return
+    tier = next((t for t in board.tiers if t.name == "sram"), board.tiers[0])
+    over = [(i, d.estimate.sram_bytes) for i, d in enumerate(graph.delegates)
+            if d.estimate.sram_bytes > tier.capacity]
+    if over:
+        raise ExportError(
+            f"NPU partitions on board {board.name}",
+            f"each within the {tier.name} tier of {tier.capacity} B ({tier.capacity / 1024:.0f} "
+            "KiB)", "; ".join(f"partition {i} needs {b} B ({b / 1024:.0f} KiB) of SRAM (Vela)"
+                               for i, b in over),
+            "use smaller inputs, a board with more SRAM, or a memory mode that keeps feature "
+            "maps in DRAM")
 
 
 def _plan_failure(graph: Graph, board: Board | None, error: PlanError) -> ExportError:

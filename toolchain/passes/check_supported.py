@@ -78,7 +78,7 @@ def check_supported(graph: Graph) -> Graph:
     """Raise one ExportError naming every unsupported op once, with its call count, the
     high-level calls it came from and its first source lines."""
     groups: dict[tuple[str, str], list[Node]] = {}
-    for node in graph.nodes:
+    for node in graph.all_nodes():  # delegated calls too: their reference runs on the CPU
         problem = _problem(graph, node)
         if problem is not None:
             groups.setdefault(problem, []).append(node)

@@ -15,9 +15,13 @@ from runtime_py.fbs.Arg import ArgT
 from runtime_py.fbs.ArgKind import ArgKind
 from runtime_py.fbs.Buffer import BufferT
 from runtime_py.fbs.Bundle import BundleT
+from runtime_py.fbs.Delegate import DelegateT
+from runtime_py.fbs.DelegateEstimate import DelegateEstimateT
 from runtime_py.fbs.KernelEntry import KernelEntryT
+from runtime_py.fbs.KeyValue import KeyValueT
 from runtime_py.fbs.MemoryPlan import MemoryPlanT
 from runtime_py.fbs.Node import NodeT
+from runtime_py.fbs.Payload import PayloadT
 from runtime_py.fbs.Quantization import QuantizationT
 from runtime_py.fbs.Segment import SegmentT
 from runtime_py.fbs.StorageKind import StorageKind
@@ -32,7 +36,7 @@ from runtime_py.format import (
 )
 from toolchain.errors import ExportError
 from toolchain.export.result import ExportResult
-from toolchain.ir import Graph, Quant, Ref, Tensor, refs
+from toolchain.ir import Delegate, Graph, Quant, Ref, Tensor, refs
 
 
 def write_bundle(result: ExportResult, path: str | Path) -> int:
@@ -63,6 +67,10 @@ def _layout(result: ExportResult) -> tuple[BundleT, list[memoryview]]:
     roots = [n for n in names if graph.tensors[n].kind == "const" and not graph.tensors[n].view_of]
     consts = {name: i for i, name in enumerate(roots)}  # const root -> segment index
     blobs = [memoryview(np.ascontiguousarray(graph.tensors[n].data)).cast("B") for n in roots]
+    payloads = []  # per delegate: payload name -> segment index
+    for d in graph.delegates:
+        payloads.append({name: len(blobs) + i for i, name in enumerate(d.payload)})
+        blobs += [memoryview(np.ascontiguousarray(b)).cast("B") for b in d.payload.values()]
     segments, offset = [], 0
     for blob in blobs:
         segments.append(SegmentT(offset=offset, size=blob.nbytes))
@@ -76,6 +84,8 @@ def _layout(result: ExportResult) -> tuple[BundleT, list[memoryview]]:
         inputs=[index[n] for n in graph.inputs],
         outputs=[index[n] for n in graph.outputs],
         nodes=[_node(node, index) for node in graph.nodes],
+        delegates=[_delegate(d, index, where) for d, where in zip(graph.delegates, payloads,
+                                                                  strict=True)] or None,
         plan=_plan(result),
         kernels=[KernelEntryT(op=op, dtype=DTYPE_CODES[dt])
                  for op, dt in result.kernels],
@@ -105,7 +115,7 @@ def write_to(file: BinaryIO, bundle: BundleT, blobs: Sequence[bytes | memoryview
 def _used_tensors(graph: Graph) -> list[str]:
     """Tensors the program touches (IO, node args) plus the roots of the views among them."""
     used = dict.fromkeys(graph.inputs + graph.outputs)
-    for node in graph.nodes:
+    for node in graph.all_nodes() + graph.nodes:
         used.update(dict.fromkeys(n for v in node.args.values() for n in refs(v)))
     roots = [graph.storage_of(n) for n in used]
     return list(dict.fromkeys([*roots, *used]))
@@ -115,8 +125,13 @@ def _tensor(graph: Graph, t: Tensor, result: ExportResult, index: dict[str, int]
             consts: dict[str, int]) -> Any:
     root = graph.tensors[graph.storage_of(t.name)]
     itemsize = np.dtype(t.dtype).itemsize
+    base = 0
+    owner = next((k for k, d in enumerate(graph.delegates) if root.name in d.workspace), None)
     if root.kind == "const":
         kind, storage = StorageKind.Constant, consts[root.name]
+    elif owner is not None:
+        kind, storage = StorageKind.Delegate, owner
+        base = graph.delegates[owner].workspace[root.name]
     else:
         kind, storage = StorageKind.Arena, result.buffer_index[root.name]
     return TensorT(
@@ -126,7 +141,7 @@ def _tensor(graph: Graph, t: Tensor, result: ExportResult, index: dict[str, int]
         strides=list(t.element_strides()),
         storageKind=kind,
         storage=storage,
-        byteOffset=t.offset * itemsize,
+        byteOffset=base + t.offset * itemsize,
         aliasOf=index[root.name] if t.view_of else -1,
         quantization=_quantization(t.quant),
     )
@@ -147,6 +162,25 @@ def _node(node: Any, index: dict[str, int]) -> Any:
         args=[_arg(name, value, index) for name, value in node.args.items()],
         outputs=[index[o] for o in node.outputs],
         source=node.source,
+        cpuReason=node.cpu_reason or None,
+    )
+
+
+def _delegate(d: Delegate, index: dict[str, int], segments: dict[str, int]) -> Any:
+    e = d.estimate
+    return DelegateT(
+        backend=d.backend, target=d.target,
+        compileSpecs=[KeyValueT(key=k, value=v) for k, v in d.specs.items()],
+        payload=[PayloadT(name=name, segment=k) for name, k in segments.items()],
+        inputs=[index[n] for n in d.inputs], outputs=[index[n] for n in d.outputs],
+        inputOffsets=d.input_offsets, outputOffsets=d.output_offsets,
+        scratch=d.scratch, fastScratch=d.fast_scratch,
+        nodes=[_node(node, index) for node in d.nodes], workspace=d.workspace_size,
+        estimate=None if e is None else DelegateEstimateT(
+            cycles=e.cycles, clockHz=e.clock_hz, macs=e.macs, sramBytes=e.sram_bytes,
+            flashBytes=e.flash_bytes, opNames=[n for n, _ in e.op_cycles],
+            opCycles=[c for _, c in e.op_cycles]),
+        cpuFallback=d.cpu_fallback,
     )
 
 

@@ -85,6 +85,11 @@ class TfliteWriter:
                                      zero_points, axis or 0))
         return len(self._tensors) - 1
 
+    @property
+    def tensor_names(self) -> list[str]:
+        """Names of the tensors added so far, by index."""
+        return [t.name for t in self._tensors]
+
     def op(self, builtin: int, inputs: Sequence[int], outputs: Sequence[int],
            options: Options | None = None, version: int = 1) -> None:
         """Add a builtin operator (a ``tflite.BuiltinOperator`` code) on tensor indices; -1 is

@@ -56,11 +56,13 @@ def write_tflite(result: ExportResult, path: str | Path) -> int:
     return len(data)
 
 
-def to_tflite(graph: Graph, description: str = "NEE") -> bytes:
+def to_tflite(graph: Graph, description: str = "NEE",
+              owners: dict[str, Node] | None = None) -> bytes:
     """``graph`` (after all passes) as .tflite bytes. ExportError for what TFLite cannot run:
-    every unsupported op at once, else the first argument it has no equivalent for."""
+    every unsupported op at once, else the first argument it has no equivalent for. With
+    ``owners``, records the node each TFLite tensor was written for, by tensor name."""
     _check_supported(graph)
-    return _Program(graph, tfl.TfliteWriter(description)).convert()
+    return _Program(graph, tfl.TfliteWriter(description), owners=owners).convert()
 
 
 def _identity(rank: int) -> Perm:
@@ -86,11 +88,15 @@ class _Program:
     writer: tfl.TfliteWriter
     values: dict[str, dict[Perm, int]] = field(default_factory=dict)
     latest: dict[str, str] = field(default_factory=dict)  # storage -> tensor last written there
+    owners: dict[str, Node] | None = None  # TFLite tensor name -> the node it was written for
 
     def convert(self) -> bytes:
         inputs = [self.define(name, _identity(len(self.shape(name)))) for name in self.graph.inputs]
         for node in self.graph.nodes:
+            first = len(self.writer.tensor_names)
             CONVERTERS[node.op](self, node)
+            if self.owners is not None:
+                self.owners.update(dict.fromkeys(self.writer.tensor_names[first:], node))
         outputs = [self.value(name, _identity(len(self.shape(name))))
                    for name in self.graph.outputs]
         return self.writer.finish(inputs, outputs)

@@ -1,0 +1,90 @@
+"""Backends: who runs a delegated partition. The CPU kernels are one backend, devices others.
+
+A backend receives each of its partitions at load as a ``Partition`` and returns the closure
+that runs it (``prepare``); a run then only calls closures. The partition's inputs and outputs
+are views of the planned arena, its payload views of the bundle's segments (no copies), and its
+``reference()`` binds the partition's reference program on the CPU kernels (what the payload
+computes, bit-exact), allocating that program's workspace once. ``BACKENDS`` is the registry a
+``Program`` uses unless given its own; a bundle naming a backend missing from it loads only if
+it was exported with a CPU fallback (the reference program then runs on the CPU).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from runtime_py.backends.ethos_u import EthosU
+from runtime_py.kernels import Bound
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The delegate compiler's estimate for one run (e.g. Vela's for an Ethos-U)."""
+
+    cycles: int
+    clock_hz: int
+    macs: int
+    sram_bytes: int
+    flash_bytes: int
+    op_cycles: tuple[tuple[str, int], ...]
+
+    @property
+    def seconds(self) -> float:
+        """Estimated time of one run at the board's clock."""
+        return self.cycles / self.clock_hz
+
+
+@dataclass(frozen=True)
+class Partition:
+    """What a backend receives at load (see the module docstring)."""
+
+    index: int
+    backend: str
+    target: str
+    specs: dict[str, str]
+    payload: dict[str, np.ndarray]  # read-only uint8 views of the bundle's segments
+    inputs: list[np.ndarray]
+    outputs: list[np.ndarray]
+    input_offsets: list[int]  # where the device reads each input inside ``scratch``
+    output_offsets: list[int]  # where the device writes each output inside ``scratch``
+    scratch: np.ndarray | None  # the planned device scratch (uint8), None if it needs none
+    fast_scratch: int  # bytes of fast scratch the device needs besides
+    estimate: Estimate | None
+    reference: Callable[[], list[Bound]]
+
+
+class Backend(Protocol):
+    """Runs partitions: ``prepare`` at load, the returned closure at every run; ``label`` says
+    where they run (for profiles)."""
+
+    label: str
+
+    def prepare(self, partition: Partition) -> Bound:
+        """Everything a run needs, made once; returns the closure running the partition."""
+
+
+def run_all(calls: list[Bound]) -> Bound:
+    """One closure calling ``calls`` in order."""
+
+    def run() -> None:
+        for call in calls:
+            call()
+
+    return run
+
+
+class Cpu:
+    """The CPU backend for a partition: its reference program on the numpy kernels."""
+
+    label = "CPU fallback"
+
+    def prepare(self, partition: Partition) -> Bound:
+        """Bind the reference program."""
+        return run_all(partition.reference())
+
+
+BACKENDS: dict[str, Backend] = {"cpu": Cpu(), "ethos-u": EthosU()}

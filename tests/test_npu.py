@@ -1,0 +1,309 @@
+"""The Ethos-U delegate: partitioning by Vela's verdict, compiled payloads in the bundle, the
+backend interface, and outputs bit-identical to the all-CPU int8 program."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+from torch import nn
+
+from runtime_py import program as program_module
+from runtime_py.backends import Cpu, Partition, run_all
+from runtime_py.backends.ethos_u import EthosU
+from runtime_py.errors import BundleError, MissingBackendError
+from runtime_py.format import DELEGATE_CALL
+from runtime_py.loader import load_bundle
+from runtime_py.program import Program
+from toolchain.boards import Board, Npu
+from toolchain.cli import export_main, inspect_main
+from toolchain.errors import ExportError
+from toolchain.export import export
+from toolchain.ir import Graph, Node, Ref, Tensor
+from toolchain.memory_plan.types import Tier
+from toolchain.partition import boundary, runs, schedule
+from toolchain.quantize.options import Int8Options
+from toolchain.serialize.bundle import write_bundle
+
+pytest.importorskip("ethosu.vela")
+
+U55 = Npu("ethos-u55-128", "Ethos_U55_High_End_Embedded", "Shared_Sram", 500_000_000)
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def _board(npu: Npu = U55, sram: int = 2 << 20) -> Board:
+    return Board("test-npu", "", (Tier("sram", sram), Tier("dram", 64 << 20)), npu,
+                 ("int8", "float32"))
+
+
+class Middle(nn.Module):
+    """Convolutions around one with stride 4 and padding, which Vela cannot run on an Ethos-U55."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(3, 8, 3, padding=1)
+        self.b = nn.Conv2d(8, 8, 5, stride=4, padding=2)
+        self.c = nn.Conv2d(8, 8, 3, padding=1)
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.b(torch.relu(self.a(x))))
+        return self.fc(torch.relu(self.c(y)).mean((2, 3)))
+
+
+def _samples(n: int, shape: tuple[int, ...], seed: int) -> list[tuple[torch.Tensor]]:
+    g = torch.Generator().manual_seed(seed)
+    return [(torch.randn(shape, generator=g),) for _ in range(n)]
+
+
+@dataclass
+class Pair:
+    """One int8 model exported for the NPU board and for the CPU alone."""
+
+    npu: Path
+    cpu: Path
+    result: object
+    inputs: list[np.ndarray]
+
+
+def _export_pair(tmp: Path, model: nn.Module, example: tuple, calibration: list) -> Pair:
+    options = Int8Options(calibration=calibration)
+    result = export(model, example, board=_board(), quantize=options)
+    write_bundle(result, tmp / "npu.nee")
+    write_bundle(export(model, example, quantize=options), tmp / "cpu.nee")
+    inputs = [s[0].numpy() for s in _samples(4, tuple(example[0].shape), 7)]
+    return Pair(tmp / "npu.nee", tmp / "cpu.nee", result, inputs)
+
+
+@pytest.fixture(scope="module")
+def cnn(tmp_path_factory) -> Pair:
+    from toolchain.modules import load_file
+
+    module = load_file(EXAMPLES / "cnn.py")
+    calibration = [tuple(s) for s in module.calibration_inputs()]
+    return _export_pair(tmp_path_factory.mktemp("cnn"), module.Model().eval(),
+                        tuple(module.example_inputs()), calibration)
+
+
+@pytest.fixture(scope="module")
+def middle(tmp_path_factory) -> Pair:
+    torch.manual_seed(0)
+    return _export_pair(tmp_path_factory.mktemp("middle"), Middle().eval(),
+                        (torch.randn(1, 3, 32, 32),), _samples(8, (1, 3, 32, 32), 1))
+
+
+def _assert_bit_identical(pair: Pair, **load) -> None:
+    npu, cpu = Program.load(pair.npu, **load), Program.load(pair.cpu)
+    for x in pair.inputs:
+        got = [o.copy() for o in npu.run(x)]
+        for a, b in zip(got, cpu.run(x), strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_cnn_runs_on_the_npu_in_one_partition(cnn):
+    graph = cnn.result.graph
+    assert len(graph.delegates) == 1
+    d = graph.delegates[0]
+    assert d.backend == "ethos-u" and d.target == "ethos-u55-128"
+    assert all(graph.tensors[n.outputs[0]].dtype == "int8" for n in d.nodes)
+    left = [n for n in graph.nodes if n.op != DELEGATE_CALL]
+    assert left and all(n.cpu_reason for n in left)  # quantize, dequantize, float softmax
+    assert all("float32" in n.cpu_reason for n in left)
+    assert d.payload["command_stream"].size > 0 and d.payload["weights"].size > 0
+    assert d.estimate.cycles > 0 and d.estimate.macs > 0 and d.scratch > 0
+    _assert_bit_identical(cnn)
+
+
+def test_op_vela_rejects_leaves_cpu_between_two_partitions(middle):
+    graph = middle.result.graph
+    ops = [n.op for n in graph.nodes]
+    assert ops.count(DELEGATE_CALL) == 2
+    first, second = (i for i, op in enumerate(ops) if op == DELEGATE_CALL)
+    between = graph.nodes[first + 1:second]
+    assert [n.op for n in between] == ["nee::conv2d_int8.out"]
+    assert between[0].cpu_reason.startswith("Vela: ") and "tride" in between[0].cpu_reason
+    _assert_bit_identical(middle)
+
+
+def test_partition_payloads_are_aligned_segments_of_their_own(middle):
+    loaded = load_bundle(middle.npu)
+    segments = [p.segment for d in loaded.bundle.delegates for p in d.payload]
+    assert len(set(segments)) == len(segments) == 4
+    for k in segments:
+        assert loaded.bundle.segments[k].offset % 64 == 0
+    graph = middle.result.graph
+    blobs = [b for d in graph.delegates for b in d.payload.values()]
+    program = Program.load(middle.npu)
+    views = [v for p in program.partitions for v in p.payload.values()]
+    assert all(np.array_equal(v, b) for v, b in zip(views, blobs, strict=True))
+
+
+def test_float_model_on_an_npu_board_stays_on_the_cpu_with_reasons(exported):
+    ex = exported("cnn")
+    result = export(ex.model, ex.torch_inputs, board=_board())
+    assert not result.graph.delegates
+    assert all("--quantize int8" in n.cpu_reason for n in result.graph.nodes)
+
+
+def test_sram_beyond_the_board_fails_export_with_needed_and_available():
+    torch.manual_seed(0)
+    options = Int8Options(calibration=_samples(4, (1, 3, 32, 32), 1))
+    with pytest.raises(ExportError,
+                       match=r"within the sram tier of 8192 B \(8 KiB\).*partition 0 needs \d+ B"):
+        export(Middle().eval(), (torch.randn(1, 3, 32, 32),), board=_board(sram=8192),
+               quantize=options)
+
+
+def test_missing_backend_falls_back_to_the_cpu_or_fails_naming_it(middle, monkeypatch,
+                                                                   tmp_path):
+    monkeypatch.setattr(program_module, "BACKENDS", {"cpu": Cpu()})
+    _assert_bit_identical(middle)
+    graph = middle.result.graph
+    for d in graph.delegates:
+        d.cpu_fallback = False
+    try:
+        write_bundle(middle.result, tmp_path / "strict.nee")
+    finally:
+        for d in graph.delegates:
+            d.cpu_fallback = True
+    with pytest.raises(MissingBackendError, match=r"missing: ethos-u \(partition 0"):
+        Program.load(tmp_path / "strict.nee")
+
+
+def test_device_driver_receives_payload_scratch_and_io(middle):
+    seen: list[Partition] = []
+
+    def driver(partition: Partition):
+        seen.append(partition)
+        return run_all(partition.reference())  # a test double: NEE ships no driver
+
+    _assert_bit_identical(middle, backends={"ethos-u": EthosU(driver)})
+    delegates = middle.result.graph.delegates
+    assert [p.index for p in seen] == [0, 1]
+    for p, d in zip(seen, delegates, strict=True):
+        assert p.scratch is not None and p.scratch.nbytes == d.scratch
+        assert [x.shape for x in p.inputs] == [middle.result.graph.tensors[n].shape
+                                                for n in d.inputs]
+        assert p.input_offsets == d.input_offsets and p.specs["memory_mode"] == "Shared_Sram"
+        assert not p.payload["command_stream"].flags.writeable
+
+
+def test_device_mode_without_a_driver_fails_at_load(middle):
+    with pytest.raises(BundleError, match=r"expected an Ethos-U driver"):
+        Program.load(middle.npu, backends={"ethos-u": EthosU(require_device=True)})
+
+
+def _mutated(pair: Pair, tmp_path: Path, mutate) -> Path:
+    from runtime_py.fbs.Bundle import Bundle, BundleT
+    from runtime_py.format import SIZE_PREFIX_BYTES, segment_base
+    from toolchain.serialize.bundle import write_to
+
+    data = pair.npu.read_bytes()
+    bundle = BundleT.InitFromObj(Bundle.GetRootAs(data, SIZE_PREFIX_BYTES))
+    base = segment_base(int.from_bytes(data[:4], "little"))
+    blobs = [data[base + s.offset: base + s.offset + s.size] for s in bundle.segments]
+    mutate(bundle)
+    path = tmp_path / "bad.nee"
+    with path.open("wb") as f:
+        write_to(f, bundle, blobs)
+    return path
+
+
+def _set_payload_segment(b):
+    b.delegates[0].payload[0].segment = 10_000
+
+
+def _drop_call(b):
+    b.nodes = [n for n in b.nodes if n.op != DELEGATE_CALL.encode()
+               and n.op != DELEGATE_CALL]
+
+
+def _swap_outputs(b):
+    b.delegates[0].outputs = list(b.delegates[1].outputs)
+
+
+def _offsets(b):
+    b.delegates[0].inputOffsets = []
+
+
+def _empty_backend(b):
+    b.delegates[1].backend = ""
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (_set_payload_segment, r"delegate 0 .*payload"),
+    (_drop_call, r"delegate calls: expected one nee::delegate_call per delegate"),
+    (_swap_outputs, r"delegate 0 .*call's inputs and outputs"),
+    (_offsets, r"delegate 0 .*one scratch offset per input"),
+    (_empty_backend, r"delegate 1 .*backend ''"),
+])
+def test_loader_rejects_malformed_delegates(middle, tmp_path, mutate, message):
+    with pytest.raises(BundleError, match=message):
+        load_bundle(_mutated(middle, tmp_path, mutate))
+
+
+def test_cli_exports_for_a_board_and_shows_partitions_and_reasons(tmp_path):
+    out = tmp_path / "cnn.nee"
+    runner = CliRunner()
+    done = runner.invoke(export_main, [f"{EXAMPLES / 'cnn.py'}:Model", "-o", str(out),
+                                       "--quantize", "int8", "--board", "cortex-m55-ethos-u55"])
+    assert done.exit_code == 0, done.output
+    assert "delegate 0:" in done.output
+    shown = runner.invoke(inspect_main, [str(out)])
+    assert shown.exit_code == 0, shown.output
+    assert "partitions (1;" in shown.output and "100.0% of" in shown.output
+    assert "calls on the CPU and why (3)" in shown.output
+    from runtime_py.cli import main as run_main
+
+    ran = runner.invoke(run_main, [str(out), "--random", "--profile"])
+    assert ran.exit_code == 0, ran.output
+    assert "estimated" in ran.output and "on the ethos-u55-128" in ran.output
+
+
+# -- the partitioner on random graphs: runs are contiguous and free of cycles ----------------
+
+
+def _random_graph(rng: random.Random, n: int) -> tuple[Graph, set[str]]:
+    tensors = {"x": Tensor("x", (1,), "int8", "input")}
+    nodes, names = [], ["x"]
+    for i in range(n):
+        reads = rng.sample(names, min(len(names), rng.randint(1, 2)))
+        out = f"t{i}"
+        tensors[out] = Tensor(out, (1,), "int8", "activation")
+        nodes.append(Node("nee::add_int8.out", {"self": Ref(reads[0]), "other": Ref(reads[-1]),
+                                                "out": Ref(out)}, [out], out_names=["out"]))
+        names.append(out)
+    accepted = {f"t{i}" for i in range(n) if rng.random() < 0.6}
+    return Graph(tensors, nodes, ["x"], [names[-1]]), accepted
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_runs_of_the_schedule_never_create_a_cycle(seed):
+    graph, accepted_outputs = _random_graph(random.Random(seed), 14)
+
+    def accepted(node: Node) -> bool:
+        return node.outputs[0] in accepted_outputs
+
+    order = schedule(graph, accepted)
+    position = {node.outputs[0]: i for i, node in enumerate(order)}
+    for node in order:  # a topological order
+        for name in node.args.values():
+            if name.name != "x" and name.name != node.outputs[0]:
+                assert position[name.name] < position[node.outputs[0]]
+    found = runs(order, accepted)
+    assert sum(map(len, found)) == sum(map(accepted, graph.nodes))
+    for run in found:
+        members = {n.outputs[0] for n in run}
+        rest = [n for n in order if n.outputs[0] not in members]
+        edge = boundary(graph, run, rest)
+        # nothing the run reads comes from a node that itself reads the run's results
+        downstream = set(members)
+        for node in order[position[run[-1].outputs[0]] + 1:]:
+            if {r.name for r in node.args.values()} & downstream:
+                downstream.add(node.outputs[0])
+        assert not set(edge.inputs) & (downstream - members)

@@ -1,0 +1,1 @@
+"""Delegate compilers: one package per backend turns a partition into a payload."""

@@ -1,0 +1,187 @@
+"""Ethos-U delegate: partition a program for the board's NPU and compile it with Vela.
+
+Which calls the NPU takes is Vela's own decision (its supported-operator constraints), asked
+per partition rather than restated here:
+1. Calls that cannot be asked are left on the CPU first, with the reason: they read or write
+   floats (the NPU runs integer feature maps), have no TFLite builtin, or have arguments TFLite
+   has no equivalent for (the partition reaches Vela as an int8 .tflite).
+2. The rest are clustered (``toolchain.partition``); each run is written as .tflite and compiled
+   by Vela, which places operators it cannot run on the CPU and says why. Their calls get Vela's
+   reason and the clustering repeats until Vela takes every run whole.
+3. Each run is compiled to Vela's raw output (command stream, encoded weights, scratch sizes)
+   and becomes a ``Delegate`` called by one ``nee::delegate_call`` node.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from runtime_py.format import DELEGATE_CALL
+from toolchain.delegates.ethos_u import vela
+from toolchain.errors import ExportError
+from toolchain.ir import SCRATCH_ARG, Delegate, Estimate, Graph, Node, Ref, Tensor, node_inputs
+from toolchain.partition import boundary, plan_workspace, runs, schedule
+from toolchain.serialize.tflite_program import CONVERTERS, to_tflite
+
+BACKEND = "ethos-u"
+MAX_ROUNDS = 16  # Vela rounds before giving up (each demotes at least one call)
+FEATURE_DTYPES = ("int8",)  # what NEE's int8 programs hand the NPU
+
+
+def delegate(graph: Graph) -> Graph:
+    """Move every call the board's NPU takes into delegates (see the module docstring)."""
+    npu = graph.npu
+    for node in graph.nodes:
+        node.cpu_reason = _static_reason(graph, node)
+    order, checked = _settle(graph, npu)
+    if checked:
+        vela.vela_version()
+    calls, delegates = [], []
+    for node in order:
+        run = next((c for c in checked if c[0][0] is node), None)
+        if run is not None:
+            calls.append(_compile(graph, run, len(delegates), order, delegates))
+        elif not any(node in c[0] for c in checked):
+            calls.append(node)
+    graph.nodes, graph.delegates = calls, delegates
+    return graph
+
+
+def _accepted(node: Node) -> bool:
+    return not node.cpu_reason
+
+
+def _static_reason(graph: Graph, node: Node) -> str:
+    floats = [n for n in [*node_inputs(node), *node.outputs]
+              if graph.tensors[n].dtype not in FEATURE_DTYPES and not graph.is_const(n)]
+    if floats:
+        t = graph.tensors[floats[0]]
+        quantized = any(x.quant is not None for x in graph.tensors.values())
+        return (f"{t.dtype} tensor {t.name}: the NPU runs int8 feature maps"
+                + ("" if quantized else " (export with --quantize int8)"))
+    if node.op not in CONVERTERS:
+        return "no TFLite builtin for it (partitions reach Vela as .tflite)"
+    try:
+        to_tflite(_subgraph(graph, [node], graph.nodes))
+    except ExportError as e:
+        return f"not expressible in TFLite: {e}"
+    return ""
+
+
+def _subgraph(graph: Graph, run: list[Node], order: list[Node]) -> Graph:
+    rest = [n for n in order if all(n is not r for r in run)]
+    edge = boundary(graph, run, rest)
+    return Graph(graph.tensors, run, edge.inputs, edge.outputs,
+                 int8_rounding=graph.int8_rounding)
+
+
+_Checked = tuple[list[Node], bytes, vela.Report]
+
+
+def _settle(graph: Graph, npu: object) -> tuple[list[Node], list[_Checked]]:
+    """The node order and the runs Vela takes whole, each with its .tflite and Vela's report."""
+    for _ in range(MAX_ROUNDS):
+        order = schedule(graph, _accepted)
+        checked, demoted = [], False
+        for run in runs(order, _accepted):
+            owners: dict[str, Node] = {}
+            model = to_tflite(_subgraph(graph, run, order), graph.npu.target, owners)
+            try:
+                report = vela.check(model, npu)
+            except vela.VelaError as e:
+                _demote_failing(graph, run, order, e)
+                demoted = True
+                continue
+            for name, reason in report.cpu.items():
+                _owner(owners, name, reason).cpu_reason = f"Vela: {reason}"
+                demoted = True
+            checked.append((run, model, report))
+        if not demoted:
+            return order, checked
+    raise ExportError("NPU partitioning", f"Vela to accept the partitions within {MAX_ROUNDS} "
+                      "rounds", "operators still placed on the CPU",
+                      "export without the NPU board and report the model")
+
+
+def _demote_failing(graph: Graph, run: list[Node], order: list[Node],
+                    error: vela.VelaError) -> None:
+    """Vela stopped on ``run``: find the calls it fails on alone and leave them on the CPU, with
+    the legacy core's constraint where it names one. Re-raise when no call fails alone."""
+    failing = []
+    for node in run:
+        owners: dict[str, Node] = {}
+        model = to_tflite(_subgraph(graph, [node], order), graph.npu.target, owners)
+        try:
+            vela.check(model, graph.npu)
+        except vela.VelaError as e:
+            why = [r for name, r in vela.legacy_reasons(model, graph.npu).items()
+                   if owners.get(name) is node]
+            failing.append((node, why[0] if why else e.message))
+    if not failing:
+        raise error
+    for node, reason in failing:
+        node.cpu_reason = f"Vela: {reason}"
+
+
+def _owner(owners: dict[str, Node], name: str, reason: str) -> Node:
+    if name not in owners:
+        raise ExportError(f"Vela's CPU operator {name!r}", "an operator NEE wrote",
+                          f"an unknown output name (reason: {reason})",
+                          "report the model; export for a board without an NPU meanwhile")
+    return owners[name]
+
+
+def _compile(graph: Graph, checked: _Checked, index: int, order: list[Node],
+             delegates: list[Delegate]) -> Node:
+    """Compile one run, record its Delegate and return the node calling it."""
+    run, model, report = checked
+    npu = graph.npu
+    raw = vela.compile_raw(model, npu)
+    rest = [n for n in order if all(n is not r for r in run)]
+    edge = boundary(graph, run, rest)
+    _check_io(raw, graph, edge.inputs, edge.outputs)
+    offsets, size = plan_workspace(graph, run, edge.internal)
+    delegates.append(Delegate(
+        BACKEND, npu.target, run, edge.inputs, edge.outputs,
+        specs=_specs(graph, raw),
+        payload={"command_stream": _bytes(raw["cmd_data"]),
+                 "weights": _bytes(raw["weight_data"])},
+        input_offsets=[int(o) for o in raw["input_offset"]],
+        output_offsets=[int(o) for o in raw["output_offset"]],
+        scratch=int(raw["scratch_size"]), fast_scratch=int(raw["scratch_fast_size"]),
+        workspace=offsets, workspace_size=size,
+        estimate=Estimate(report.cycles, npu.clock_hz, report.macs, report.sram_bytes,
+                          report.flash_bytes, report.op_cycles)))
+    args: dict = {"delegate": index, "inputs": [Ref(n) for n in edge.inputs]}
+    args.update({f"out{i}": Ref(o) for i, o in enumerate(edge.outputs)})
+    if int(raw["scratch_size"]):
+        name = f"delegate{index}_scratch"
+        graph.tensors[name] = Tensor(name, (int(raw["scratch_size"]),), "uint8", "scratch")
+        args[SCRATCH_ARG] = Ref(name)
+    return Node(DELEGATE_CALL, args, list(edge.outputs), run[0].source,
+                out_names=[f"out{i}" for i in range(len(edge.outputs))])
+
+
+def _check_io(raw: dict[str, np.ndarray], graph: Graph, inputs: list[str],
+              outputs: list[str]) -> None:
+    """Vela's inputs and outputs are the partition's, in order (by element count)."""
+    for side, names in (("input", inputs), ("output", outputs)):
+        found = [int(np.prod(s)) for s in raw[f"{side}_shape"]]
+        expected = [int(np.prod(graph.tensors[n].shape)) for n in names]
+        if found != expected:
+            raise ExportError(f"Vela's compiled {side}s", f"element counts {expected}",
+                              str(found), "report the model")
+
+
+def _specs(graph: Graph, raw: dict[str, np.ndarray]) -> dict[str, str]:
+    npu = graph.npu
+    return {"compiler": f"ethos-u-vela {vela.vela_version()}", "accelerator_config": npu.target,
+            "system_config": npu.system_config, "memory_mode": npu.memory_mode,
+            "int8_rounding": graph.int8_rounding,
+            **{key: str(int(raw[key])) for key in ("weight_region", "scratch_region",
+                                                    "scratch_fast_region")}}
+
+
+def _bytes(array: np.ndarray) -> np.ndarray:
+    return np.frombuffer(np.ascontiguousarray(array).astype(array.dtype.newbyteorder("<"))
+                         .tobytes(), np.uint8)
