@@ -338,8 +338,15 @@ def _delegate_problems(b: LoadedBundle, i: int, d: Any, call: Any) -> list[str]:
          "a reference program writing every output"),
         (e is None or (e.clockHz > 0 and len(e.opNames or []) == len(ints(e.opCycles))),
          "an estimate with a clock and one cycle count per named op"),
+        ([_bytes(tensors, _tensor_args(call, key)) for key in ("scratch", "fast_scratch")]
+         == [d.scratch, d.fastScratch], f"workspaces of {d.scratch} and {d.fastScratch} bytes"),
     ]
     return [problem for ok, problem in checks if not ok]
+
+
+def _bytes(tensors: list, indices: list[int]) -> int:
+    """Bytes of the uint8 workspace tensor ``indices`` names (0 for none)."""
+    return sum(int(np.prod(ints(tensors[k].shape))) for k in indices if k < len(tensors))
 
 
 def _int_arg(node: Any, name: str) -> int | None:

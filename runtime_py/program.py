@@ -159,13 +159,13 @@ class Program:
         """Hand the partition to its backend (the CPU one for a fallback) to prepare."""
         index = next(int(a.ints[0]) for a in node.args if a.name == "delegate")
         d = self.loaded.bundle.delegates[index]
-        scratch = next((self.tensors[int(a.tensors[0])] for a in node.args
-                        if a.name == "scratch"), None)
+        scratch, fast = (next((self.tensors[int(a.tensors[0])] for a in node.args
+                               if a.name == key), None) for key in ("scratch", "fast_scratch"))
         partition = Partition(
             index, d.backend, d.target, {kv.key: kv.value for kv in d.compileSpecs or []},
             {p.name: self._segment(p.segment) for p in d.payload or []},
             [self.tensors[k] for k in ints(d.inputs)], [self.tensors[k] for k in ints(d.outputs)],
-            ints(d.inputOffsets), ints(d.outputOffsets), scratch, d.fastScratch,
+            ints(d.inputOffsets), ints(d.outputOffsets), scratch, fast,
             _estimate(d.estimate), functools.partial(self._reference, index))
         self.partitions.append(partition)
         backend = self.backends.get(d.backend, self.backends["cpu"])

@@ -67,7 +67,7 @@ def test_shipped_recipes_have_an_npu_exactly_when_named_for_one(name):
 def test_a_valid_recipe_loads_with_the_clock_in_hz(tmp_path):
     board = _load(tmp_path, VALID.replace("clock_mhz = 500", "clock_mhz = 487.5"))
     assert board.npu == Npu("ethos-u55-128", "Ethos_U55_High_End_Embedded", "Shared_Sram",
-                            487_500_000)
+                            487_500_000, sram_tier="sram", dram_tier="sram")  # the only tier
     assert _load(tmp_path, VALID.split("[npu]")[0]).npu is None
 
 

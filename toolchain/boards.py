@@ -7,6 +7,7 @@ problem, each naming its key.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import math
 import tomllib
@@ -59,6 +60,8 @@ class Npu:
     system_config: str  # a [System_Config.<name>] of Vela's shipped Arm/vela.ini
     memory_mode: str  # a [Memory_Mode.<name>] of Vela's shipped Arm/vela.ini
     clock_hz: int  # the NPU clock on this board: estimated time = Vela's cycles / clock_hz
+    sram_tier: str = "sram"  # the board's fastest tier, where the NPU's SRAM use goes
+    dram_tier: str = "dram"  # its slowest, for the NPU's arena in Dedicated_Sram modes
 
 
 @dataclass(frozen=True)
@@ -92,7 +95,11 @@ def load_board(name_or_path: str) -> Board:
     board = reader.board(raw, Path(name_or_path).stem)
     if reader.problems:
         raise _recipe_error(source, reader.problems)
-    return board
+    if board.npu is None:
+        return board
+    npu = dataclasses.replace(board.npu, sram_tier=board.tiers[0].name,
+                              dram_tier=board.tiers[-1].name)
+    return dataclasses.replace(board, npu=npu)
 
 
 def _source(name_or_path: str) -> Traversable:

@@ -7,7 +7,7 @@ import math
 from runtime_py.fbs.StorageKind import StorageKind
 from runtime_py.format import DELEGATE_CALL, DTYPES
 from runtime_py.loader import LoadedBundle, ints, kernel_list, output_names
-from toolchain.ir import SCRATCH_ARG
+from toolchain.ir import SCRATCH_ARGS
 from toolchain.memory_plan.types import Arena, BufferRequest, Placement, Plan
 
 
@@ -121,10 +121,10 @@ def _partition(loaded: LoadedBundle, i: int, d) -> list[str]:
 def _node(loaded: LoadedBundle, i: int, node) -> str:
     outs = set(ints(node.outputs))
     tensors = loaded.bundle.tensors
-    ins = [tensors[k].name for a in node.args or [] if a.name != SCRATCH_ARG
+    ins = [tensors[k].name for a in node.args or [] if a.name not in SCRATCH_ARGS
            for k in ints(a.tensors) if k not in outs]
     scratch = [f"; scratch {tensors[k].shape[0]} B" for a in node.args or []
-               if a.name == SCRATCH_ARG for k in ints(a.tensors)]
+               if a.name in SCRATCH_ARGS for k in ints(a.tensors)]
     results = ", ".join(_tensor(loaded, k) for k in ints(node.outputs))
     return f"  {i:4d} {node.op}({', '.join(ins)}) -> {results}{''.join(scratch)}"
 

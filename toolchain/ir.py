@@ -46,6 +46,7 @@ class Tensor:
     strides: tuple[int, ...] | None = None  # element strides of a view; None = contiguous
     offset: int = 0  # element offset of a view inside its root storage
     quant: Quant | None = None  # quantization parameters of an int8/int32 tensor
+    tier: str | None = None  # a board tier the planner must place it in (None: its rule)
 
     @property
     def nbytes(self) -> int:
@@ -201,9 +202,11 @@ def refs(value: Any) -> Iterator[str]:
 
 
 SCRATCH_ARG = "scratch"  # the planned workspace argument added by passes/add_scratch.py
+FAST_SCRATCH_ARG = "fast_scratch"  # a delegate call's second workspace, in fast memory
+SCRATCH_ARGS = (SCRATCH_ARG, FAST_SCRATCH_ARG)  # workspaces: live during their node only
 
 
 def node_inputs(node: Node) -> list[str]:
     """Names of the tensors a node reads, excluding its out arguments and its scratch."""
     return [n for key, v in node.args.items()
-            if key not in node.out_names and key != SCRATCH_ARG for n in refs(v)]
+            if key not in node.out_names and key not in SCRATCH_ARGS for n in refs(v)]

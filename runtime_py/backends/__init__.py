@@ -52,7 +52,7 @@ class Partition:
     input_offsets: list[int]  # where the device reads each input inside ``scratch``
     output_offsets: list[int]  # where the device writes each output inside ``scratch``
     scratch: np.ndarray | None  # the planned device scratch (uint8), None if it needs none
-    fast_scratch: int  # bytes of fast scratch the device needs besides
+    fast_scratch: np.ndarray | None  # the planned fast (SRAM) scratch, None if none
     estimate: Estimate | None
     reference: Callable[[], list[Bound]]
 

@@ -97,10 +97,10 @@ def _stage_timer(progress: Progress | None) -> Progress:
 
 def _check_npu_sram(graph: Graph, board: Board | None) -> None:
     """Each compiled partition's SRAM use (Vela's, which Vela itself does not hold against
-    the board) within the board's SRAM tier (the tier named "sram", else the fastest)."""
+    the board) within the board's fastest tier."""
     if not graph.delegates:
         return
-    tier = next((t for t in board.tiers if t.name == "sram"), board.tiers[0])
+    tier = next(t for t in board.tiers if t.name == board.npu.sram_tier)
     over = [(i, d.estimate.sram_bytes) for i, d in enumerate(graph.delegates)
             if d.estimate.sram_bytes > tier.capacity]
     if over:

@@ -7,7 +7,7 @@ used in place from the bundle's segments.
 
 from __future__ import annotations
 
-from toolchain.ir import SCRATCH_ARG, Graph, node_inputs
+from toolchain.ir import SCRATCH_ARGS, Graph, node_inputs
 from toolchain.memory_plan.types import BufferRequest
 
 ALIGNMENT = 64
@@ -21,8 +21,9 @@ def buffer_requests(graph: Graph) -> list[BufferRequest]:
     for i, node in enumerate(graph.nodes):
         for name in node.outputs:
             start.setdefault(graph.storage_of(name), i)
-        if SCRATCH_ARG in node.args:
-            start[node.args[SCRATCH_ARG].name] = i
+        for key in SCRATCH_ARGS:
+            if key in node.args:
+                start[node.args[key].name] = i
         for name in node_inputs(node):
             end[graph.storage_of(name)] = i + 1
     for name in graph.outputs:
@@ -34,6 +35,7 @@ def buffer_requests(graph: Graph) -> list[BufferRequest]:
             start=first,
             end=max(end.get(name, first + 1), first + 1),
             alignment=ALIGNMENT,
+            tier=graph.tensors[name].tier,
         )
         for name, first in start.items()
     ]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from toolchain.ir import SCRATCH_ARG, Graph, Node, node_inputs
+from toolchain.ir import SCRATCH_ARGS, Graph, Node, node_inputs
 from toolchain.memory_plan import plan_memory
 from toolchain.memory_plan.lifetimes import buffer_requests
 
@@ -73,7 +73,7 @@ class Boundary:
 def boundary(graph: Graph, run: list[Node], rest: list[Node]) -> Boundary:
     """The boundary of ``run`` inside a program whose other nodes are ``rest``."""
     written = [graph.storage_of(o) for n in run for o in n.outputs]
-    written += [n.args[SCRATCH_ARG].name for n in run if SCRATCH_ARG in n.args]
+    written += [n.args[key].name for n in run for key in SCRATCH_ARGS if key in n.args]
     inside = set(written)
     inputs = [name for n in run for name in node_inputs(n)
               if graph.storage_of(name) not in inside and not graph.is_const(name)]

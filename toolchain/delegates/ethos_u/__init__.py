@@ -17,9 +17,20 @@ from __future__ import annotations
 import numpy as np
 
 from runtime_py.format import DELEGATE_CALL
+from toolchain.boards import Npu
 from toolchain.delegates.ethos_u import vela
 from toolchain.errors import ExportError
-from toolchain.ir import SCRATCH_ARG, Delegate, Estimate, Graph, Node, Ref, Tensor, node_inputs
+from toolchain.ir import (
+    FAST_SCRATCH_ARG,
+    SCRATCH_ARG,
+    Delegate,
+    Estimate,
+    Graph,
+    Node,
+    Ref,
+    Tensor,
+    node_inputs,
+)
 from toolchain.partition import boundary, plan_workspace, runs, schedule
 from toolchain.serialize.tflite_program import CONVERTERS, to_tflite
 
@@ -36,12 +47,13 @@ def delegate(graph: Graph) -> Graph:
     order, checked = _settle(graph, npu)
     if checked:
         vela.vela_version()
+    starts = {id(c[0][0]): c for c in checked}
+    inside = {id(n) for run, _, _ in checked for n in run}
     calls, delegates = [], []
     for node in order:
-        run = next((c for c in checked if c[0][0] is node), None)
-        if run is not None:
-            calls.append(_compile(graph, run, len(delegates), order, delegates))
-        elif not any(node in c[0] for c in checked):
+        if id(node) in starts:
+            calls.append(_compile(graph, starts[id(node)], len(delegates), order, delegates))
+        elif id(node) not in inside:
             calls.append(node)
     graph.nodes, graph.delegates = calls, delegates
     return graph
@@ -69,10 +81,14 @@ def _static_reason(graph: Graph, node: Node) -> str:
 
 
 def _subgraph(graph: Graph, run: list[Node], order: list[Node]) -> Graph:
-    rest = [n for n in order if all(n is not r for r in run)]
-    edge = boundary(graph, run, rest)
+    edge = boundary(graph, run, _rest(run, order))
     return Graph(graph.tensors, run, edge.inputs, edge.outputs,
                  int8_rounding=graph.int8_rounding)
+
+
+def _rest(run: list[Node], order: list[Node]) -> list[Node]:
+    members = {id(n) for n in run}
+    return [n for n in order if id(n) not in members]
 
 
 _Checked = tuple[list[Node], bytes, vela.Report]
@@ -137,8 +153,7 @@ def _compile(graph: Graph, checked: _Checked, index: int, order: list[Node],
     run, model, report = checked
     npu = graph.npu
     raw = vela.compile_raw(model, npu)
-    rest = [n for n in order if all(n is not r for r in run)]
-    edge = boundary(graph, run, rest)
+    edge = boundary(graph, run, _rest(run, order))
     _check_io(raw, graph, edge.inputs, edge.outputs)
     offsets, size = plan_workspace(graph, run, edge.internal)
     delegates.append(Delegate(
@@ -154,12 +169,23 @@ def _compile(graph: Graph, checked: _Checked, index: int, order: list[Node],
                           report.flash_bytes, report.op_cycles)))
     args: dict = {"delegate": index, "inputs": [Ref(n) for n in edge.inputs]}
     args.update({f"out{i}": Ref(o) for i, o in enumerate(edge.outputs)})
-    if int(raw["scratch_size"]):
-        name = f"delegate{index}_scratch"
-        graph.tensors[name] = Tensor(name, (int(raw["scratch_size"]),), "uint8", "scratch")
-        args[SCRATCH_ARG] = Ref(name)
+    for key, size in ((SCRATCH_ARG, raw["scratch_size"]), (FAST_SCRATCH_ARG,
+                                                            raw["scratch_fast_size"])):
+        if int(size):
+            name = f"delegate{index}_{key}"
+            graph.tensors[name] = Tensor(name, (int(size),), "uint8", "scratch",
+                                         tier=_scratch_tier(npu, key))
+            args[key] = Ref(name)
     return Node(DELEGATE_CALL, args, list(edge.outputs), run[0].source,
                 out_names=[f"out{i}" for i in range(len(edge.outputs))])
+
+
+def _scratch_tier(npu: Npu, key: str) -> str:
+    """Where the device expects a workspace: Vela's scratch (the NPU's arena) in SRAM unless
+    the memory mode keeps it in DRAM (Dedicated_Sram: SRAM is then the NPU's own cache, the
+    fast scratch)."""
+    dedicated = npu.memory_mode.startswith("Dedicated_Sram")
+    return npu.dram_tier if dedicated and key == SCRATCH_ARG else npu.sram_tier
 
 
 def _check_io(raw: dict[str, np.ndarray], graph: Graph, inputs: list[str],
