@@ -24,9 +24,10 @@ from toolchain.boards import Board, Npu
 from toolchain.cli import export_main, inspect_main
 from toolchain.errors import ExportError
 from toolchain.export import export
-from toolchain.ir import Graph, Node, Ref, Tensor
+from toolchain.ir import Graph, Node, Quant, Ref, Tensor
 from toolchain.memory_plan.types import Tier
 from toolchain.partition import boundary, runs, schedule
+from toolchain.passes.npu_tables import npu_tables
 from toolchain.quantize.options import Int8Options
 from toolchain.serialize.bundle import write_bundle
 
@@ -307,3 +308,72 @@ def test_runs_of_the_schedule_never_create_a_cycle(seed):
             if {r.name for r in node.args.values()} & downstream:
                 downstream.add(node.outputs[0])
         assert not set(edge.inputs) & (downstream - members)
+
+
+# -- hardsigmoid: a table Vela has no operator for, written as ADD and MUL ------------------
+
+
+def _lookup_graph(q_in: tuple[float, int], q_out: tuple[float, int]) -> Graph:
+    from toolchain.quantize import fixed_point
+
+    quant = {n: Quant((fixed_point.f32(s),), (z,)) for n, (s, z) in (("x", q_in), ("y", q_out))}
+    table = fixed_point.hardsigmoid_table(fixed_point.Quant(*q_in), fixed_point.Quant(*q_out))
+    tensors = {"x": Tensor("x", (256,), "int8", "input", quant=quant["x"]),
+               "y": Tensor("y", (256,), "int8", "activation", quant=quant["y"]),
+               "t": Tensor("t", (256,), "int8", "const", table)}
+    node = Node("nee::lookup_int8.out", {"self": Ref("x"), "table": Ref("t"), "out": Ref("y")},
+                ["y"], out_names=["out"])
+    return Graph(tensors, [node], ["x"], ["y"])
+
+
+def _evaluate(graph: Graph, x: np.ndarray) -> np.ndarray:
+    from runtime_py.kernels import KERNELS, numpy_mode
+
+    values = {"x": x}
+    with numpy_mode():
+        for node in graph.nodes:
+            for out in node.outputs:
+                values[out] = np.empty(graph.tensors[out].shape, graph.tensors[out].dtype)
+            args = {k: (values[v.name] if v.name in values else graph.const_value(v.name))
+                    if isinstance(v, Ref) else v for k, v in node.args.items()}
+            KERNELS[node.op].bind(args)()
+    return values[graph.outputs[0]]
+
+
+@pytest.mark.parametrize("q_in, q_out", [
+    ((0.05, 3), (1 / 256, -128)), ((0.1, -20), (0.004, -128)), ((0.02, 0), (0.0045, -100)),
+    ((0.2, 60), (1 / 255, -128))])
+def test_npu_tables_rewrites_hardsigmoid_within_one_step_of_the_table(q_in, q_out):
+    x = np.arange(-128, 128, dtype=np.int8)
+    want = _evaluate(_lookup_graph(q_in, q_out), x)
+    graph = _lookup_graph(q_in, q_out)
+    graph.npu = U55
+    graph = npu_tables(graph)
+    assert [n.op for n in graph.nodes] == ["nee::add_int8.out", "nee::mul_int8.out"]
+    got = _evaluate(graph, x)
+    assert np.abs(got.astype(int) - want).max() <= 1
+    assert npu_tables(_lookup_graph(q_in, q_out)).nodes[0].op == "nee::lookup_int8.out"  # no NPU
+
+
+class Gated(nn.Module):
+    """A squeeze-excite gate with hardsigmoid (MobileNetV3's), between convolutions."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.fc = nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(8, 8, 1)
+        self.b = nn.Conv2d(8, 4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.a(x))
+        y = y * nn.functional.hardsigmoid(self.fc(y.mean((2, 3), keepdim=True)))
+        return self.b(y)
+
+
+def test_hardsigmoid_gate_stays_inside_one_partition():
+    torch.manual_seed(0)
+    options = Int8Options(calibration=_samples(8, (1, 3, 16, 16), 2))
+    result = export(Gated().eval(), (torch.randn(1, 3, 16, 16),), board=_board(),
+                    quantize=options)
+    (d,) = result.graph.delegates
+    assert "nee::mul_int8.out" in [n.op for n in d.nodes]
+    assert "nee::lookup_int8.out" not in [n.op for n in result.graph.all_nodes()]

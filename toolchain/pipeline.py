@@ -13,6 +13,8 @@
 - fuse_activation after fold_constants: folded producers are gone, so fusion sees real ones.
 - drop_unused_outputs after fold_constants (a folded call's outputs are gone) and before
   add_scratch (the workspace is sized for the single-output kernel).
+- npu_tables before add_scratch (the calls it writes need workspaces too) and after
+  fold_constants (its constants are final).
 - add_scratch after fusion: the workspace is sized for the final (fused) kernels.
 - delegate_npu after add_scratch (a partition's reference program keeps its kernels' scratch)
   and before reuse_inputs (it reorders nodes and replaces runs of them by one call).
@@ -35,6 +37,7 @@ from toolchain.passes.fold_batchnorm import fold_batchnorm
 from toolchain.passes.fold_constants import fold_constants
 from toolchain.passes.fold_qdq import fold_qdq
 from toolchain.passes.fuse_activation import fuse_activation
+from toolchain.passes.npu_tables import npu_tables
 from toolchain.passes.reuse_inputs import reuse_inputs
 from toolchain.passes.to_out_variant import to_out_variant
 from toolchain.verify import verify
@@ -50,6 +53,7 @@ PASSES: list[Pass] = [
     fold_constants,
     fuse_activation,
     drop_unused_outputs,
+    npu_tables,
     add_scratch,
     delegate_npu,
     reuse_inputs,

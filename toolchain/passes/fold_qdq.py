@@ -15,7 +15,6 @@ Ensures: "qdq_folded": no ``quantized_decomposed`` op is left, and every int8 te
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -366,9 +365,6 @@ def _lookup(table: Callable[[fixed_point.Quant, fixed_point.Quant], np.ndarray])
     return rule
 
 
-def _hardsigmoid(x: np.ndarray) -> np.ndarray:
-    """relu6(x + 3) / 6 in float32 (no TFLite op: NEE's own table)."""
-    return np.clip(x + np.float32(3), 0, 6) / np.float32(6)
 
 
 def _softmax(graph: Graph, match: Match) -> Node | None:
@@ -433,8 +429,7 @@ INT8_RULES: dict[str, Rule] = {
     "aten::sigmoid.default": _lookup(fixed_point.sigmoid_table),
     "aten::tanh.default": _lookup(fixed_point.tanh_table),
     "aten::hardswish.default": _lookup(fixed_point.hardswish_table),
-    "aten::hardsigmoid.default": _lookup(functools.partial(fixed_point.float_table,
-                                                           _hardsigmoid)),
+    "aten::hardsigmoid.default": _lookup(fixed_point.hardsigmoid_table),
     "aten::_softmax.default": _softmax,
     **dict.fromkeys(("aten::max_pool2d_with_indices.default", "aten::cat.default",
                      "aten::view.default", "aten::_unsafe_view.default", "aten::permute.default",

@@ -195,6 +195,11 @@ def tanh_table(input: Quant, output: Quant = TANH_OUTPUT) -> np.ndarray:
     return float_table(np.tanh, input, output)
 
 
+def hardsigmoid_table(input: Quant, output: Quant) -> np.ndarray:
+    """relu6(x + 3) / 6 in float32 (TFLite has no such op: NEE's own table)."""
+    return float_table(lambda x: np.clip(x + np.float32(3), 0, 6) / np.float32(6), input, output)
+
+
 def _srdhm(a: Any, b: Any, bits: int = 32) -> np.ndarray:
     """gemmlowp's SaturatingRoundingDoublingHighMul on int32 (or int16) values, vectorized:
     (a * b + 2**(bits-2)) >> (bits-1), which is its nudge-and-truncate, saturating min * min."""
