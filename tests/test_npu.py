@@ -117,7 +117,30 @@ def test_cnn_runs_on_the_npu_in_one_partition(cnn):
     assert all("float32" in n.cpu_reason for n in left)
     assert d.payload["command_stream"].size > 0 and d.payload["weights"].size > 0
     assert d.estimate.cycles > 0 and d.estimate.macs > 0 and d.scratch > 0
+    # the CPU's quantize writes the NPU's input in NHWC (fewer cycles on this U55 than a
+    # TRANSPOSE on the NPU); the NCHW int8 tensor the reference program reads is a view of it
+    (x_q,) = d.inputs
+    assert graph.tensors[x_q].shape == (1, 32, 32, 3)
     _assert_bit_identical(cnn)
+
+
+def test_layout_vela_estimates_slower_is_undone(exported, tmp_path):
+    """On the i.MX 93's Ethos-U65 (input in DRAM) the NHWC input costs more: NCHW stays."""
+    from toolchain.boards import load_board
+    from toolchain.modules import load_file
+
+    module = load_file(EXAMPLES / "cnn.py")
+    options = Int8Options(calibration=[tuple(s) for s in module.calibration_inputs()])
+    model, example = module.Model().eval(), tuple(module.example_inputs())
+    result = export(model, example, board=load_board("imx93-ethos-u65"), quantize=options)
+    (d,) = result.graph.delegates
+    assert result.graph.tensors[d.inputs[0]].shape == (1, 3, 32, 32)
+    assert not any(name.endswith("@nhwc") for name in result.graph.tensors)
+    assert d.fast_scratch > 0  # Dedicated_Sram: the NPU's SRAM cache is planned too
+    write_bundle(result, tmp_path / "u65.nee")
+    write_bundle(export(model, example, quantize=options), tmp_path / "cpu.nee")
+    x = [s[0].numpy() for s in _samples(2, (1, 3, 32, 32), 3)]
+    _assert_bit_identical(Pair(tmp_path / "u65.nee", tmp_path / "cpu.nee", result, x))
 
 
 def test_op_vela_rejects_leaves_cpu_between_two_partitions(middle):

@@ -61,9 +61,9 @@ def runs(nodes: list[Node], accepted: Accept) -> list[list[Node]]:
 
 @dataclass(frozen=True)
 class Boundary:
-    """A run's inputs (tensors it reads that the rest of the program holds), outputs (storages
-    it writes that the rest reads or returns) and internal storages (everything else it
-    writes, scratch included)."""
+    """A run's inputs (storages it reads that the rest of the program writes or holds), outputs
+    (storages it writes that the rest reads or returns) and internal storages (everything else
+    it writes, scratch included)."""
 
     inputs: list[str]
     outputs: list[str]
@@ -75,7 +75,7 @@ def boundary(graph: Graph, run: list[Node], rest: list[Node]) -> Boundary:
     written = [graph.storage_of(o) for n in run for o in n.outputs]
     written += [n.args[key].name for n in run for key in SCRATCH_ARGS if key in n.args]
     inside = set(written)
-    inputs = [name for n in run for name in node_inputs(n)
+    inputs = [graph.storage_of(name) for n in run for name in node_inputs(n)
               if graph.storage_of(name) not in inside and not graph.is_const(name)]
     read_outside = {graph.storage_of(name) for n in rest for name in node_inputs(n)}
     read_outside |= {graph.storage_of(name) for name in graph.outputs}

@@ -22,6 +22,7 @@ table it is. torch's symmetric padding becomes SAME or VALID where one is equal,
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +33,7 @@ import tflite
 from runtime_py.kernels._common import expand_param
 from toolchain.errors import ExportError
 from toolchain.export.result import ExportResult
-from toolchain.ir import Graph, Node, Quant, Ref, node_inputs
+from toolchain.ir import Graph, Node, Quant, Ref, contiguous_strides, node_inputs
 from toolchain.passes.check_supported import group_lines
 from toolchain.quantize import fixed_point
 from toolchain.quantize.fixed_point import INT8_MAX, INT8_MIN
@@ -142,6 +143,8 @@ class _Program:
         if perm not in held:
             if self.graph.is_const(name):
                 held[perm] = self._const_in(name, perm)
+            elif (index := self._permuted_storage(name, perm)) is not None:
+                held[perm] = index
             elif not held:
                 held[_identity(len(self.shape(name)))] = self._view(name)
                 return self.value(name, perm)
@@ -162,6 +165,21 @@ class _Program:
         out = self.tensor(name, to, like)
         self.op("RESHAPE", [index, self.ints(f"{name}/shape", to)], [out])
         return out
+
+    def _permuted_storage(self, name: str, perm: Perm) -> int | None:
+        """The value of ``name``'s storage, when ``name`` in layout ``perm`` is that whole
+        storage in row-major order (a zero-copy permutation: NCHW seen over NHWC bytes)."""
+        t = self.graph.tensors[name]
+        if t.view_of is None or t.offset:
+            return None
+        base = self.latest.get(t.view_of, t.view_of)
+        shape = self.shape(name, perm)
+        strides = tuple(t.element_strides()[d] for d in perm)
+        if (base not in self.values or strides != contiguous_strides(shape)
+                or math.prod(shape) != math.prod(self.shape(base))):
+            return None
+        index, base_shape = self._flat(base)
+        return self.reshape(index, base_shape, shape, f"{name}@{_tag(perm)}", name)
 
     def _const_in(self, name: str, perm: Perm) -> int:
         """A constant in layout ``perm``, leading size-1 dims added up to its rank."""
