@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 
+from runtime_py.fbs.ArgKind import ArgKind
 from runtime_py.fbs.StorageKind import StorageKind
 from runtime_py.format import DELEGATE_CALL, DTYPES
 from runtime_py.loader import LoadedBundle, ints, kernel_list, output_names
@@ -70,15 +72,21 @@ _MAC_WEIGHTS = {
 }
 
 
-def macs(loaded: LoadedBundle, node) -> int:
-    """Multiply-accumulates of a convolution or matrix product call (0 for other ops)."""
-    rule = _MAC_WEIGHTS.get(node.op.partition("::")[2].partition(".")[0])
-    weight = next((a for a in node.args or [] if rule and a.name == rule[0]), None)
-    if weight is None:
+def op_macs(op: str, shapes: Mapping[str, Sequence[int]], out_shape: Sequence[int]) -> int:
+    """Multiply-accumulates of a convolution or matrix product call, from the shapes of its
+    tensor arguments by name (0 for other ops)."""
+    rule = _MAC_WEIGHTS.get(op.partition("::")[2].partition(".")[0])
+    if rule is None or rule[0] not in shapes:
         return 0
+    return math.prod(list(shapes[rule[0]])[rule[1]]) * math.prod(out_shape)
+
+
+def macs(loaded: LoadedBundle, node) -> int:
+    """``op_macs`` of a bundle's node."""
     tensors = loaded.bundle.tensors
-    per_output = math.prod(ints(tensors[int(weight.tensors[0])].shape)[rule[1]])
-    return per_output * math.prod(ints(tensors[int(node.outputs[0])].shape))
+    shapes = {a.name: ints(tensors[int(a.tensors[0])].shape) for a in node.args or []
+              if a.kind == ArgKind.Tensor}
+    return op_macs(node.op, shapes, ints(tensors[int(node.outputs[0])].shape))
 
 
 def _partitions(loaded: LoadedBundle) -> list[str]:
