@@ -317,6 +317,23 @@ def _check_delegates(b: LoadedBundle) -> None:
             if node.op == DELEGATE_CALL:
                 raise _fail(b, f"delegate {i} node {j}", "a kernel call", DELEGATE_CALL)
             _check_node(b, f"delegate {i} node {j}", node, (StorageKind.Delegate, i))
+    _check_workspace_reads(b)
+
+
+def _check_workspace_reads(b: LoadedBundle) -> None:
+    """A delegate's workspace tensors are used by its own reference program only (a runtime
+    allocates a workspace only for the backend that asks for it): all misuses listed."""
+    tensors = b.bundle.tensors or []
+    owners = [(None, f"node {j}", n) for j, n in enumerate(b.bundle.nodes or [])]
+    owners += [(i, f"delegate {i} node {j}", n) for i, d in enumerate(b.bundle.delegates or [])
+               for j, n in enumerate(d.nodes or [])]
+    problems = [f"{where} {node.op} uses tensor {k} of delegate {tensors[k].storage}"
+                for owner, where, node in owners for arg in node.args or []
+                for k in ints(arg.tensors) if tensors[k].storageKind == StorageKind.Delegate
+                and tensors[k].storage != owner]
+    if problems:
+        raise _fail(b, "delegate workspaces", "each used by its own delegate's nodes only",
+                    "; ".join(problems))
 
 
 def _delegate_problems(b: LoadedBundle, i: int, d: Any, call: Any) -> list[str]:

@@ -17,6 +17,8 @@ from runtime_py import program as program_module
 from runtime_py.backends import Cpu, Partition, run_all
 from runtime_py.backends.ethos_u import EthosU
 from runtime_py.errors import BundleError, MissingBackendError
+from runtime_py.fbs.ArgKind import ArgKind
+from runtime_py.fbs.StorageKind import StorageKind
 from runtime_py.format import DELEGATE_CALL
 from runtime_py.loader import load_bundle
 from runtime_py.program import Program
@@ -259,12 +261,21 @@ def _empty_backend(b):
     b.delegates[1].backend = ""
 
 
+def _read_other_workspace(b):
+    """Delegate 1's first call reads a tensor of delegate 0's workspace."""
+    inside = next(k for k, t in enumerate(b.tensors)
+                  if t.storageKind == StorageKind.Delegate and t.storage == 0)
+    arg = next(a for a in b.delegates[1].nodes[0].args if a.kind == ArgKind.Tensor)
+    arg.tensors = [inside]
+
+
 @pytest.mark.parametrize("mutate, message", [
     (_set_payload_segment, r"delegate 0 .*payload"),
     (_drop_call, r"delegate calls: expected one nee::delegate_call per delegate"),
     (_swap_outputs, r"delegate 0 .*call's inputs and outputs"),
     (_offsets, r"delegate 0 .*one scratch offset per input"),
     (_empty_backend, r"delegate 1 .*backend ''"),
+    (_read_other_workspace, r"delegate workspaces: .*delegate 1 node 0 .* of delegate 0"),
 ])
 def test_loader_rejects_malformed_delegates(middle, tmp_path, mutate, message):
     with pytest.raises(BundleError, match=message):

@@ -107,6 +107,9 @@ def _partitions(loaded: LoadedBundle) -> list[str]:
             + "\n".join(reasons or ["  none"])]
 
 
+SHOWN_OPS = 3  # a partition's slowest compiled ops, by Vela's cycles
+
+
 def _partition(loaded: LoadedBundle, i: int, d) -> list[str]:
     specs = ", ".join(f"{kv.key} {kv.value}" for kv in d.compileSpecs or [])
     payload = ", ".join(f"{p.name} {loaded.bundle.segments[p.segment].size} B"
@@ -123,6 +126,10 @@ def _partition(loaded: LoadedBundle, i: int, d) -> list[str]:
         lines.append(f"    estimate: {e.cycles} cycles = {e.cycles / e.clockHz * 1e3:.3f} ms at "
                      f"{e.clockHz / 1e6:g} MHz, {e.macs} MACs, SRAM {e.sramBytes / 1024:.1f} KiB, "
                      f"flash {e.flashBytes / 1024:.1f} KiB")
+        ops = sorted(zip(ints(e.opCycles), e.opNames or [], strict=True), reverse=True)
+        lines.append("    slowest compiled ops: " + ", ".join(
+            f"{name} {cycles} cycles ({cycles / max(e.cycles, 1):.0%})"
+            for cycles, name in ops[:SHOWN_OPS]))
     return lines
 
 
