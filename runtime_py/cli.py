@@ -31,11 +31,14 @@ version_option = click.version_option(
 @click.option("--profile", is_flag=True, help="Print a per-op time breakdown.")
 @click.option("--repeat", default=1, show_default=True,
               help="Runs to time after one warm-up run (median reported).")
+@click.option("--no-segment-check", is_flag=True,
+              help="Skip the CRC-32s of the weights at load (trusted storage; the flatbuffer's "
+                   "is still checked).")
 def main(bundle: str, inputs: tuple[str, ...], random_inputs: bool, output: str | None,
-         profile: bool, repeat: int) -> None:
+         profile: bool, repeat: int, no_segment_check: bool) -> None:
     """Run BUNDLE with numpy kernels and print its outputs."""
     try:
-        program = Program.load(bundle)
+        program = Program.load(bundle, verify_segments=not no_segment_check)
         arrays = _random(program) if random_inputs else _read_inputs(inputs, program)
         outputs = [o.copy() for o in program.run(*arrays)]  # also warms kernel caches up
         times = []

@@ -23,5 +23,13 @@ class MissingBackendError(BundleError):
     """The bundle has partitions for backends this runtime lacks, without a CPU fallback."""
 
 
+class ProgramBusyError(NeeError):
+    """``Program.run`` was called while another run of the same program was in progress."""
+
+
+class ProgramClosedError(NeeError):
+    """``Program.run`` was called after ``Program.close``."""
+
+
 class InputError(NeeError, ValueError):
     """Inputs passed to ``Program.run`` do not match the bundle's inputs."""

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 FILE_IDENTIFIER = b"NEE1"
+FOOTER_MAGIC = b"NEEC"  # the footer: these 4 bytes, then the flatbuffer's uint32 CRC-32
+FOOTER_BYTES = 8
 SEGMENT_ALIGNMENT = 64
 SIZE_PREFIX_BYTES = 4
 # The node calling a delegated partition (Bundle.delegates[args.delegate]); not a kernel.

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import mmap
 import struct
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ from runtime_py.format import (
     DELEGATE_CALL,
     DTYPES,
     FILE_IDENTIFIER,
+    FOOTER_BYTES,
+    FOOTER_MAGIC,
     SCHEMA_VERSION,
     SEGMENT_ALIGNMENT,
     SIZE_PREFIX_BYTES,
@@ -42,14 +45,19 @@ class LoadedBundle:
     segment_base: int
 
 
-def load_bundle(path: str | Path, *, check_kernels: bool = True) -> LoadedBundle:
+def load_bundle(path: str | Path, *, check_kernels: bool = True,
+                verify_segments: bool = True) -> LoadedBundle:
     """Map and fully validate ``path``; raise BundleError naming the first problem found.
 
-    ``check_kernels=False`` skips only the check that this runtime has every kernel (inspection).
+    The flatbuffer's CRC-32 (the footer) is checked before it is decoded. ``check_kernels=False``
+    skips only the check that this runtime has every kernel (inspection);
+    ``verify_segments=False`` skips the segments' CRC-32s (the weights and payloads), for
+    boot-time-critical loads of a file whose storage is trusted.
     """
     path = str(path)
     data = _map(path)
     size = _check_header(path, data)
+    _check_footer(path, data, size)
     try:
         bundle = BundleT.InitFromObj(Bundle.GetRootAs(data, SIZE_PREFIX_BYTES))
         if bundle.outputNames is not None:  # flatc's object API leaves string vectors as bytes
@@ -61,7 +69,7 @@ def load_bundle(path: str | Path, *, check_kernels: bool = True) -> LoadedBundle
         raise BundleError(path, "a well-formed NEE flatbuffer", f"corrupt data ({e})",
                           "the file is damaged; export it again") from e
     loaded = LoadedBundle(path, bundle, data, segment_base(size))
-    _validate(loaded, check_kernels)
+    _validate(loaded, check_kernels, verify_segments)
     return loaded
 
 
@@ -91,13 +99,30 @@ def _check_header(path: str, data: mmap.mmap) -> int:
     return size
 
 
-def _validate(b: LoadedBundle, check_kernels: bool) -> None:
+def _check_footer(path: str, data: mmap.mmap, size: int) -> None:
+    """The file ends in the footer, whose CRC-32 matches the size prefix and flatbuffer."""
+    end = SIZE_PREFIX_BYTES + size
+    hint = ("the file is truncated or damaged, or was written by an older NEE (bundle schema "
+            f"below {SCHEMA_VERSION}): copy or export it again")
+    if len(data) < end + FOOTER_BYTES or data[-FOOTER_BYTES:-4] != FOOTER_MAGIC:
+        raise BundleError(path, f"the {FOOTER_BYTES}-byte footer {FOOTER_MAGIC!r} + CRC-32 at the "
+                          "end", repr(bytes(data[-FOOTER_BYTES:])), hint)
+    (stored,) = struct.unpack_from("<I", data, len(data) - 4)
+    found = zlib.crc32(memoryview(data)[:end])
+    if found != stored:
+        raise BundleError(path, f"flatbuffer CRC-32 {stored:#010x} (the footer's)",
+                          f"{found:#010x}", hint)
+
+
+def _validate(b: LoadedBundle, check_kernels: bool, verify_segments: bool) -> None:
     bundle = b.bundle
     if bundle.schemaVersion != SCHEMA_VERSION:
         raise BundleError(b.path, f"schema version {SCHEMA_VERSION}",
                           f"version {bundle.schemaVersion}",
                           "export the model with a toolchain matching this runtime")
     _check_segments(b)
+    if verify_segments:
+        _check_segment_crcs(b)
     _check_plan(b)
     _check_tensors(b)
     _check_quantization(b)
@@ -114,13 +139,28 @@ def _fail(b: LoadedBundle, what: str, expected: str, found: str) -> BundleError:
 
 
 def _check_segments(b: LoadedBundle) -> None:
+    limit = len(b.data) - FOOTER_BYTES
     for i, seg in enumerate(b.bundle.segments or []):
         end = b.segment_base + seg.offset + seg.size
-        if seg.offset % SEGMENT_ALIGNMENT or end > len(b.data):
+        if seg.offset % SEGMENT_ALIGNMENT or end > limit:
             raise BundleError(f"{b.path}: segment {i}",
-                              f"a 64-aligned blob ending within {len(b.data)} bytes",
+                              f"a 64-aligned blob ending within {limit} bytes (before the footer)",
                               f"offset {seg.offset}, end {end}",
                               "the file is truncated or damaged; export it again")
+
+
+def _check_segment_crcs(b: LoadedBundle) -> None:
+    """Every segment's bytes against its CRC-32; all mismatches listed."""
+    view = memoryview(b.data)
+    bad = [f"segment {i} (CRC-32 {zlib.crc32(view[start:start + seg.size]):#010x}, stored "
+           f"{seg.crc32:#010x})" for i, seg in enumerate(b.bundle.segments or [])
+           for start in [b.segment_base + seg.offset]
+           if zlib.crc32(view[start:start + seg.size]) != seg.crc32]
+    view.release()
+    if bad:
+        raise BundleError(f"{b.path}: {len(bad)} segment(s)", "bytes matching their CRC-32",
+                          "; ".join(bad), "the weights are damaged; copy or export the file "
+                          "again")
 
 
 def _check_plan(b: LoadedBundle) -> None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import gc
 import inspect
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -15,7 +17,13 @@ from typing import Any
 import numpy as np
 
 from runtime_py.backends import BACKENDS, Backend, Estimate, Partition
-from runtime_py.errors import BundleError, InputError, MissingBackendError
+from runtime_py.errors import (
+    BundleError,
+    InputError,
+    MissingBackendError,
+    ProgramBusyError,
+    ProgramClosedError,
+)
 from runtime_py.fbs.ArgKind import ArgKind
 from runtime_py.fbs.StorageKind import StorageKind
 from runtime_py.format import DELEGATE_CALL, DTYPES, SEGMENT_ALIGNMENT
@@ -48,7 +56,8 @@ class Program:
     """A runnable bundle. Create with ``Program.load(path)``."""
 
     def __init__(self, loaded: LoadedBundle, backends: dict[str, Backend] | None = None) -> None:
-        self.loaded = loaded
+        self.loaded: LoadedBundle | None = loaded  # None once closed
+        self.path = loaded.path
         bundle = loaded.bundle
         self.backends = {**BACKENDS, **(backends or {})}
         _check_backends(loaded, self.backends)
@@ -69,12 +78,16 @@ class Program:
         self._numpy.run(configure_numpy)
         self.calls = self._numpy.run(lambda: [self._bind(node) for node in bundle.nodes or []])
         self._run_all = functools.partial(self._numpy.run, self._execute)
+        self._busy = threading.Lock()  # one run at a time: a second one fails at once
+        self.closed = False
 
     @classmethod
-    def load(cls, path: str | Path, backends: dict[str, Backend] | None = None) -> Program:
+    def load(cls, path: str | Path, backends: dict[str, Backend] | None = None, *,
+             verify_segments: bool = True) -> Program:
         """Map, validate and prepare a bundle for running; ``backends`` add to or replace
-        ``runtime_py.backends.BACKENDS`` by name (e.g. an Ethos-U with a device driver)."""
-        return cls(load_bundle(path), backends)
+        ``runtime_py.backends.BACKENDS`` by name (e.g. an Ethos-U with a device driver);
+        ``verify_segments=False`` skips the weights' CRC-32s (see ``load_bundle``)."""
+        return cls(load_bundle(path, verify_segments=verify_segments), backends)
 
     @property
     def arena_bytes(self) -> int:
@@ -84,17 +97,62 @@ class Program:
     def run(self, *inputs: np.ndarray) -> list[np.ndarray]:
         """Run once. Returns views of the output tensors, valid until the next run.
 
-        One run at a time per program: it owns one arena (load one program per thread)."""
-        self.set_inputs(inputs)
-        self._run_all()
+        One run at a time per program: it owns one arena. A run started while another is in
+        progress (another thread) raises ProgramBusyError at once; load one program per
+        thread, and copy outputs that must outlive the next run."""
+        self._start()
+        try:  # no context manager here: it would allocate on every run
+            self.set_inputs(inputs)
+            self._run_all()
+        finally:
+            self._busy.release()
         return self._output_views
 
     def profile(self, *inputs: np.ndarray) -> list[tuple[Call, float]]:
         """Run once, timing each kernel call; returns (call, seconds) in execution order."""
-        self.set_inputs(inputs)
         timings: list[tuple[Call, float]] = []
-        self._numpy.run(self._execute, timings)
+        self._start()
+        try:
+            self.set_inputs(inputs)
+            self._numpy.run(self._execute, timings)
+        finally:
+            self._busy.release()
         return timings
+
+    def _start(self) -> None:
+        """Take the run lock, or raise if already running (another thread) or closed."""
+        if not self._busy.acquire(blocking=False):
+            raise ProgramBusyError(f"program {self.path}", "one run at a time",
+                                   "a run in progress on another thread",
+                                   "load one Program per thread")
+        if self.closed:
+            self._busy.release()
+            raise ProgramClosedError(f"program {self.path}", "an open program",
+                                     "it was closed", "load the bundle again")
+
+    def close(self) -> None:
+        """Release the arenas and the bundle's memory map (and file) now, not when garbage
+        collected; the program cannot run afterwards. Waits for a run in progress."""
+        with self._busy:
+            if self.closed:
+                return
+            self.closed = True
+            data = self.loaded.data
+            # everything viewing the map: tensors, prepared calls, payloads, decoded tables
+            self.calls, self.tensors, self.partitions, self.workspaces = [], [], [], {}
+            self._input_views, self._output_views, self.arenas = [], [], []
+            self.loaded = None
+            try:
+                data.close()
+            except BufferError:  # views of the map still held in reference cycles
+                gc.collect()
+                data.close()
+
+    def __enter__(self) -> Program:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _execute(self, timings: list[tuple[Call, float]] | None = None) -> None:
         """Call every kernel in order; with ``timings``, append each call's duration to it."""

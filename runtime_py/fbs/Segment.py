@@ -42,8 +42,15 @@ class Segment(object):
             return self._tab.Get(flatbuffers.number_types.Uint64Flags, o + self._tab.Pos)
         return 0
 
+    # Segment
+    def Crc32(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(8))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Uint32Flags, o + self._tab.Pos)
+        return 0
+
 def SegmentStart(builder):
-    builder.StartObject(2)
+    builder.StartObject(3)
 
 def Start(builder):
     SegmentStart(builder)
@@ -60,6 +67,12 @@ def SegmentAddSize(builder, size):
 def AddSize(builder, size):
     SegmentAddSize(builder, size)
 
+def SegmentAddCrc32(builder, crc32):
+    builder.PrependUint32Slot(2, crc32, 0)
+
+def AddCrc32(builder, crc32):
+    SegmentAddCrc32(builder, crc32)
+
 def SegmentEnd(builder):
     return builder.EndObject()
 
@@ -74,9 +87,11 @@ class SegmentT(object):
         self,
         offset = 0,
         size = 0,
+        crc32 = 0,
     ):
         self.offset = offset  # type: int
         self.size = size  # type: int
+        self.crc32 = crc32  # type: int
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -101,11 +116,13 @@ class SegmentT(object):
             return
         self.offset = segment.Offset()
         self.size = segment.Size()
+        self.crc32 = segment.Crc32()
 
     # SegmentT
     def Pack(self, builder):
         SegmentStart(builder)
         SegmentAddOffset(builder, self.offset)
         SegmentAddSize(builder, self.size)
+        SegmentAddCrc32(builder, self.crc32)
         segment = SegmentEnd(builder)
         return segment

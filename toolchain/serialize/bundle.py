@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import struct
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -29,6 +31,7 @@ from runtime_py.fbs.Tensor import TensorT
 from runtime_py.format import (
     DTYPE_CODES,
     FILE_IDENTIFIER,
+    FOOTER_MAGIC,
     SCHEMA_VERSION,
     SIZE_PREFIX_BYTES,
     align,
@@ -73,7 +76,7 @@ def _layout(result: ExportResult) -> tuple[BundleT, list[memoryview]]:
         blobs += [memoryview(np.ascontiguousarray(b)).cast("B") for b in d.payload.values()]
     segments, offset = [], 0
     for blob in blobs:
-        segments.append(SegmentT(offset=offset, size=blob.nbytes))
+        segments.append(SegmentT(offset=offset, size=blob.nbytes, crc32=zlib.crc32(blob)))
         offset = align(offset + blob.nbytes)
     bundle = BundleT(
         schemaVersion=SCHEMA_VERSION,
@@ -100,7 +103,7 @@ def _layout(result: ExportResult) -> tuple[BundleT, list[memoryview]]:
 
 def write_to(file: BinaryIO, bundle: BundleT, blobs: Sequence[bytes | memoryview]) -> int:
     """Write the size-prefixed flatbuffer of ``bundle``, then each blob at its segment's aligned
-    offset; returns the bytes written."""
+    offset, then the footer (the flatbuffer's CRC-32); returns the bytes written."""
     builder = flatbuffers.Builder(1 << 16)
     builder.FinishSizePrefixed(bundle.Pack(builder), FILE_IDENTIFIER)
     head = builder.Output()
@@ -109,7 +112,7 @@ def write_to(file: BinaryIO, bundle: BundleT, blobs: Sequence[bytes | memoryview
     for seg, blob in zip(bundle.segments or [], blobs, strict=True):
         written += file.write(b"\0" * (base + seg.offset - written))
         written += file.write(blob)
-    return written
+    return written + file.write(FOOTER_MAGIC + struct.pack("<I", zlib.crc32(head)))
 
 
 def _used_tensors(graph: Graph) -> list[str]:
