@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
+import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
 import numpy as np
 
 from runtime_py import __version__
-from runtime_py.errors import NeeError
+from runtime_py.errors import InputError, NeeError
 from runtime_py.format import DELEGATE_CALL, SCHEMA_VERSION
 from runtime_py.program import Program
 
@@ -19,17 +22,26 @@ version_option = click.version_option(
     __version__, prog_name="nee", message=f"%(prog)s %(version)s, bundle schema {SCHEMA_VERSION}")
 
 
+def _in_existing_folder(ctx: click.Context, param: click.Parameter,
+                        value: str | None) -> str | None:
+    """An output path whose folder exists (checked before the run, not after it)."""
+    if value is not None and not Path(value).resolve().parent.is_dir():
+        raise click.BadParameter(f"{Path(value).parent} is not an existing folder")
+    return value
+
+
 @click.command()
 @version_option
 @click.argument("bundle", type=click.Path(dir_okay=False))
-@click.option("--input", "-i", "inputs", multiple=True, type=click.Path(exists=True),
+@click.option("--input", "-i", "inputs", multiple=True,
+              type=click.Path(exists=True, dir_okay=False),
               help="An input .npy (one per program input, in order) or one .npz holding all.")
 @click.option("--random", "random_inputs", is_flag=True,
               help="Use seeded random inputs of the bundle's shapes instead of files.")
-@click.option("--output", "-o", type=click.Path(dir_okay=False),
+@click.option("--output", "-o", type=click.Path(dir_okay=False), callback=_in_existing_folder,
               help="Save the outputs to this .npz (keys are the output names).")
 @click.option("--profile", is_flag=True, help="Print a per-op time breakdown.")
-@click.option("--repeat", default=1, show_default=True,
+@click.option("--repeat", default=1, show_default=True, type=click.IntRange(min=1),
               help="Runs to time after one warm-up run (median reported).")
 @click.option("--no-segment-check", is_flag=True,
               help="Skip the CRC-32s of the weights at load (trusted storage; the flatbuffer's "
@@ -42,7 +54,7 @@ def main(bundle: str, inputs: tuple[str, ...], random_inputs: bool, output: str 
         arrays = _random(program) if random_inputs else _read_inputs(inputs, program)
         outputs = [o.copy() for o in program.run(*arrays)]  # also warms kernel caches up
         times = []
-        for _ in range(max(repeat, 1)):
+        for _ in range(repeat):
             start = time.perf_counter()
             program.run(*arrays)
             times.append(time.perf_counter() - start)
@@ -64,14 +76,38 @@ def main(bundle: str, inputs: tuple[str, ...], random_inputs: bool, output: str 
 
 def _read_inputs(paths: tuple[str, ...], program: Program) -> list[np.ndarray]:
     if len(paths) == 1 and Path(paths[0]).suffix == ".npz":
-        with np.load(paths[0]) as npz:
+        with _npy_errors(paths[0]), np.load(paths[0], allow_pickle=False) as npz:
             missing = [s.name for s in program.inputs if s.name not in npz]
             if missing:
                 raise click.ClickException(
                     f"{paths[0]}: expected arrays named {[s.name for s in program.inputs]}, "
                     f"found {list(npz.keys())}. Hint: save with np.savez(path, <name>=array)")
             return [npz[s.name] for s in program.inputs]
-    return [np.load(p) for p in paths]
+    arrays = []
+    for path in paths:
+        with _npy_errors(path):
+            arrays.append(np.load(path, allow_pickle=False))
+    return arrays
+
+
+# What numpy's .npy and .npz (zip) files start with.
+NUMPY_MAGICS = (b"\x93NUMPY", b"PK\x03\x04")
+
+
+@contextlib.contextmanager
+def _npy_errors(path: str) -> Iterator[None]:
+    """A file numpy cannot read as arrays of numbers, as one error line (exit status 1)."""
+    with open(path, "rb") as f:
+        start = f.read(6)
+    try:
+        if not start.startswith(NUMPY_MAGICS):
+            raise ValueError(f"a file starting with {start!r}, not numpy's format")
+        yield
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
+        found = (str(e).strip().splitlines() or [type(e).__name__])[0].rstrip(".")
+        raise click.ClickException(str(InputError(
+            f"input file {path}", "a .npy/.npz of numbers written by numpy.save/savez",
+            found, "save the array with numpy.save(path, array)"))) from e
 
 
 def _random(program: Program) -> list[np.ndarray]:

@@ -127,3 +127,35 @@ def test_export_tflite_format(tmp_path, exported):
                                             "--format", "tflite"])
     assert done.exit_code == 1 and "Traceback" not in done.output
     assert "aten::cumsum.out (1 call)" in done.output and "cumsum.py:4" in done.output
+
+
+def _bad_files(folder: Path) -> dict[str, Path]:
+    files = {"text.npy": b"hello\n", "image.npy": b"\x89PNG\r\n\x1a\n", "empty.npy": b"",
+             "text.npz": b"not a zip"}
+    paths = {name: folder / name for name in files}
+    for name, data in files.items():
+        paths[name].write_bytes(data)
+    np.save(folder / "objects.npy", np.array([{"a": 1}], dtype=object))
+    np.savez(folder / "objects.npz", x=np.array([{"a": 1}], dtype=object))
+    return {**paths, "objects.npy": folder / "objects.npy", "objects.npz": folder / "objects.npz"}
+
+
+@pytest.mark.parametrize("name", ["text.npy", "image.npy", "empty.npy", "text.npz",
+                                  "objects.npy", "objects.npz"])
+def test_unreadable_input_files_are_one_line_with_exit_status_1(tmp_path, exported, name):
+    path = _bad_files(tmp_path)[name]
+    done = CliRunner().invoke(run_main, [str(exported("cnn").path), "-i", str(path)])
+    assert done.exit_code == 1 and isinstance(done.exception, (SystemExit, type(None)))
+    lines = done.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"Error: input file {path}: expected a .npy")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-i", "{tmp}"], "is a directory"),
+    (["--random", "-o", "{tmp}/missing/out.npz"], "is not an existing folder"),
+    (["--random", "--repeat", "0"], "0 is not in the range x>=1"),
+])
+def test_usage_errors_exit_with_status_2_before_running(tmp_path, exported, args, message):
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    done = CliRunner().invoke(run_main, [str(exported("cnn").path), *args])
+    assert done.exit_code == 2 and message in done.output and "latency" not in done.output
