@@ -27,6 +27,7 @@ from runtime_py.format import (
     SCHEMA_VERSION,
     SEGMENT_ALIGNMENT,
     SIZE_PREFIX_BYTES,
+    align,
     segment_base,
 )
 from runtime_py.kernels import KERNELS
@@ -46,13 +47,15 @@ class LoadedBundle:
 
 
 def load_bundle(path: str | Path, *, check_kernels: bool = True,
-                verify_segments: bool = True) -> LoadedBundle:
+                verify_segments: bool = True, max_arena_bytes: int | None = None
+                ) -> LoadedBundle:
     """Map and fully validate ``path``; raise BundleError naming the first problem found.
 
     The flatbuffer's CRC-32 (the footer) is checked before it is decoded. ``check_kernels=False``
     skips only the check that this runtime has every kernel (inspection);
     ``verify_segments=False`` skips the segments' CRC-32s (the weights and payloads), for
-    boot-time-critical loads of a file whose storage is trusted.
+    boot-time-critical loads of a file whose storage is trusted. ``max_arena_bytes`` bounds
+    the arenas' total (each arena is also bounded by its buffers and its tier's capacity).
     """
     path = str(path)
     data = _map(path)
@@ -69,7 +72,7 @@ def load_bundle(path: str | Path, *, check_kernels: bool = True,
         raise BundleError(path, "a well-formed NEE flatbuffer", f"corrupt data ({e})",
                           "the file is damaged; export it again") from e
     loaded = LoadedBundle(path, bundle, data, segment_base(size))
-    _validate(loaded, check_kernels, verify_segments)
+    _validate(loaded, check_kernels, verify_segments, max_arena_bytes)
     return loaded
 
 
@@ -114,7 +117,8 @@ def _check_footer(path: str, data: mmap.mmap, size: int) -> None:
                           f"{found:#010x}", hint)
 
 
-def _validate(b: LoadedBundle, check_kernels: bool, verify_segments: bool) -> None:
+def _validate(b: LoadedBundle, check_kernels: bool, verify_segments: bool,
+              max_arena_bytes: int | None) -> None:
     bundle = b.bundle
     if bundle.schemaVersion != SCHEMA_VERSION:
         raise BundleError(b.path, f"schema version {SCHEMA_VERSION}",
@@ -124,10 +128,13 @@ def _validate(b: LoadedBundle, check_kernels: bool, verify_segments: bool) -> No
     if verify_segments:
         _check_segment_crcs(b)
     _check_plan(b)
+    _check_arena_sizes(b, max_arena_bytes)
     _check_tensors(b)
     _check_quantization(b)
     _check_nodes(b)
     _check_delegates(b)
+    _check_lifetimes(b)
+    _check_scalars(b)
     _check_kernel_list(b)
     if check_kernels:
         _check_kernels_present(b)
@@ -177,6 +184,28 @@ def _check_plan(b: LoadedBundle) -> None:
             raise _fail(b, f"buffer {i}", f"a 64-aligned slot inside arena {arena.tier} "
                         f"of {arena.size} bytes", f"[{buf.offset}, {buf.offset + buf.size})")
     _check_overlaps(b)
+
+
+def _check_arena_sizes(b: LoadedBundle, limit: int | None) -> None:
+    """Each arena exactly as large as its buffers need, within its tier's capacity, and all
+    within the caller's limit: a bundle cannot ask for memory it does not use."""
+    plan = b.bundle.plan
+    if plan is None:
+        return
+    need = [0] * len(plan.arenas or [])
+    for buf in plan.buffers or []:
+        need[buf.tier] = max(need[buf.tier], buf.offset + align(buf.size))
+    bad = [f"{a.tier}: {a.size} B for buffers needing {n} B" + (
+        f", capacity {a.capacity} B" if a.capacity else "")
+        for a, n in zip(plan.arenas or [], need, strict=True)
+        if a.size != n or (a.capacity and a.size > a.capacity)]
+    if bad:
+        raise _fail(b, "arena sizes", "each the size its buffers need, within its capacity",
+                    "; ".join(bad))
+    total = sum(need)
+    if limit is not None and total > limit:
+        raise BundleError(f"{b.path}: arenas", f"at most {limit} bytes (the caller's limit)",
+                          f"{total} bytes", "raise max_arena_bytes or use a smaller model")
 
 
 def _check_overlaps(b: LoadedBundle) -> None:
@@ -413,6 +442,58 @@ def _int_arg(node: Any, name: str) -> int | None:
 
 def _tensor_args(node: Any, name: str) -> list[int]:
     return next((ints(a.tensors) for a in node.args or [] if a.name == name), [])
+
+
+def _check_lifetimes(b: LoadedBundle) -> None:
+    """Every arena tensor a node reads or writes is in a buffer live at that node's step, and
+    every buffer but an input's starts at a node writing it: reordered, deleted or
+    inserted nodes, and lifetimes that do not match them, are refused (all listed)."""
+    tensors, plan = b.bundle.tensors or [], b.bundle.plan
+    nodes = b.bundle.nodes or []
+    inputs = {tensors[k].storage for k in ints(b.bundle.inputs)}
+    written: dict[int, set[int]] = {}
+    problems = []
+    for i, node in enumerate(nodes):
+        outs = set(ints(node.outputs))
+        for k in {k for arg in node.args or [] for k in ints(arg.tensors)} | outs:
+            t = tensors[k]
+            if t.storageKind != StorageKind.Arena:
+                continue
+            buf = plan.buffers[t.storage]
+            if not buf.firstStep <= i < buf.endStep:
+                problems.append(f"node {i} {node.op} uses {t.name} outside its buffer's steps "
+                                f"[{buf.firstStep}, {buf.endStep})")
+            if k in outs or buf.kind == "scratch":
+                written.setdefault(t.storage, set()).add(i)
+    for k in ints(b.bundle.outputs):
+        buf = plan.buffers[tensors[k].storage] if tensors[k].storageKind == StorageKind.Arena \
+            else None
+        if buf is not None and buf.endStep != len(nodes):
+            problems.append(f"output {tensors[k].name} dies at step {buf.endStep}, not at the "
+                            f"end ({len(nodes)})")
+    for j, buf in enumerate(plan.buffers or [] if plan else []):
+        if j not in inputs and buf.firstStep not in written.get(j, ()):
+            problems.append(f"buffer {j} starts at step {buf.firstStep}, where nothing writes it")
+    if problems:
+        raise _fail(b, f"{len(problems)} lifetime problem(s)", "buffers live from the node "
+                    "writing them through every use", "; ".join(problems[:8]))
+
+
+# Integer arguments every kernel taking them needs in range (the op's geometry): name -> least.
+_LEAST = {"stride": 1, "dilation": 1, "groups": 1, "kernel_size": 1, "padding": 0,
+          "output_padding": 0}
+
+
+def _check_scalars(b: LoadedBundle) -> None:
+    """Geometry arguments in range (a zero stride or groups divides by zero; a negative
+    padding or a zero stride can make a huge or endless loop of a small file): all listed."""
+    nodes = [*(b.bundle.nodes or []), *(n for d in b.bundle.delegates or [] for n in d.nodes or [])]
+    bad = [f"{node.op} {arg.name}={ints(arg.ints)}" for node in nodes for arg in node.args or []
+           if arg.name in _LEAST and arg.kind in (ArgKind.Int, ArgKind.IntList)
+           and min(ints(arg.ints), default=_LEAST[arg.name]) < _LEAST[arg.name]]
+    if bad:
+        raise _fail(b, "operator arguments", "strides, dilations, groups and kernel sizes >= 1 "
+                    "and paddings >= 0", "; ".join(bad[:8]))
 
 
 def kernel_list(b: LoadedBundle) -> list[tuple[str, str]]:

@@ -83,11 +83,13 @@ class Program:
 
     @classmethod
     def load(cls, path: str | Path, backends: dict[str, Backend] | None = None, *,
-             verify_segments: bool = True) -> Program:
+             verify_segments: bool = True, max_arena_bytes: int | None = None) -> Program:
         """Map, validate and prepare a bundle for running; ``backends`` add to or replace
         ``runtime_py.backends.BACKENDS`` by name (e.g. an Ethos-U with a device driver);
-        ``verify_segments=False`` skips the weights' CRC-32s (see ``load_bundle``)."""
-        return cls(load_bundle(path, verify_segments=verify_segments), backends)
+        ``verify_segments=False`` skips the weights' CRC-32s and ``max_arena_bytes`` bounds
+        the arenas (see ``load_bundle``)."""
+        return cls(load_bundle(path, verify_segments=verify_segments,
+                               max_arena_bytes=max_arena_bytes), backends)
 
     @property
     def arena_bytes(self) -> int:
@@ -196,9 +198,18 @@ class Program:
     def _bind(self, node: Any) -> Call:
         if node.op == DELEGATE_CALL:
             return self._delegate_call(node)
+        what = f"{self.loaded.path}: node {node.op} ({node.source or 'no source'})"
+        try:
+            return self._prepare(node, what)
+        except _BIND_ERRORS as e:  # the kernel's own checks at prepare: arguments it cannot use
+            raise BundleError(what, "arguments its kernel can prepare",
+                              f"{type(e).__name__}: {e}",
+                              "the bundle is corrupt or from another toolchain; export again"
+                              ) from e
+
+    def _prepare(self, node: Any, what: str) -> Call:
         kwargs = {arg.name: self._arg_value(arg) for arg in node.args or []}
         kernel = KERNELS[node.op]
-        what = f"{self.loaded.path}: node {node.op}"
         hint = "export with a toolchain matching this runtime"
         try:
             inspect.signature(kernel.fn).bind(**kwargs)
@@ -257,6 +268,10 @@ class Program:
             return [self.tensors[next(present)] if flag else None for flag in ints(arg.ints)]
         return _SCALARS[kind](arg)
 
+
+# What preparing a kernel raises on arguments it cannot use (shapes, kinds, values).
+_BIND_ERRORS = (TypeError, ValueError, KeyError, AttributeError, IndexError, ZeroDivisionError,
+                OverflowError)
 
 _SCALARS: dict[int, Callable[[Any], Any]] = {
     ArgKind.None_: lambda a: None,

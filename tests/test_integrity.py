@@ -122,3 +122,55 @@ def test_threads_sharing_a_program_get_results_or_a_nee_error(mlp):
     assert set(outcomes) <= {"ran", "busy"} and "ran" in outcomes
     np.testing.assert_array_equal(program.run(*mlp.inputs)[0], want)
     assert issubclass(ProgramBusyError, NeeError)
+
+
+# -- structured rewrites, re-packed as valid bundles (checksums recomputed) -------------------
+
+
+def _rewritten(exported_model, tmp_path, mutate) -> str:
+    from toolchain.serialize.bundle import write_to
+
+    loaded = load_bundle(exported_model.path)
+    blobs = [bytes(loaded.data[loaded.segment_base + s.offset:][:s.size])
+             for s in loaded.bundle.segments]
+    mutate(loaded.bundle)
+    path = tmp_path / "rewritten.nee"
+    with path.open("wb") as f:
+        write_to(f, loaded.bundle, blobs)
+    return str(path)
+
+
+def _huge_arena(b):
+    b.plan.arenas[0].size = 1 << 35
+
+
+def _swap_nodes(b):
+    b.nodes[0], b.nodes[1] = b.nodes[1], b.nodes[0]
+
+
+def _zero_stride(b):
+    conv = next(n for n in b.nodes if "conv" in n.op)
+    next(a for a in conv.args if a.name == "stride").ints = [0, 0]
+
+
+def _negative_padding(b):
+    conv = next(n for n in b.nodes if "conv" in n.op)
+    next(a for a in conv.args if a.name == "padding").ints = [-5, -5]
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (_huge_arena, r"arena sizes: expected each the size its buffers need.*34359738368 B"),
+    (_swap_nodes, r"lifetime problem\(s\): .*outside its buffer's steps"),
+    (_zero_stride, r"strides, dilations, groups and kernel sizes >= 1 .*stride=\[0, 0\]"),
+    (_negative_padding, r"paddings >= 0.*padding=\[-5, -5\]"),
+])
+def test_semantic_rewrites_are_refused(exported, tmp_path, mutate, message):
+    with pytest.raises(BundleError, match=message):
+        Program.load(_rewritten(exported("cnn"), tmp_path, mutate))
+
+
+def test_caller_bounds_the_arena(mlp):
+    need = Program.load(mlp.path).arena_bytes
+    Program.load(mlp.path, max_arena_bytes=need)
+    with pytest.raises(BundleError, match=rf"at most {need - 1} bytes \(the caller's limit\)"):
+        Program.load(mlp.path, max_arena_bytes=need - 1)
