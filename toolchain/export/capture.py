@@ -236,6 +236,13 @@ def _call(graph: Graph, fx_node: torch.fx.Node, values: dict[torch.fx.Node, Any]
     if not all(isinstance(v, torch.Tensor) for v in vals):
         raise node_error(fx_node, "tensor results", f"{[type(v).__name__ for v in vals]}",
                          "please report this model")
+    unsupported = sorted({str(v.dtype) for v in vals if v.dtype not in _DTYPES})
+    if unsupported:
+        call = high_level_call(fx_node)
+        raise node_error(fx_node, f"results of a dtype in {sorted(_DTYPES.values())}",
+                         f"{', '.join(unsupported)} from {call or canonical_name(op)}",
+                         "NEE has no complex tensors or kernels making them (FFT): compute "
+                         "this outside the exported model")
     outs = [fx_node.name] if len(vals) == 1 else [f"{fx_node.name}_{i}" for i in range(len(vals))]
     for name, v in zip(outs, vals, strict=True):
         graph.tensors[name] = _tensor(name, v, "activation")
