@@ -6,6 +6,7 @@ After ``load_bundle`` returns, the executor trusts the bundle and runs without c
 from __future__ import annotations
 
 import mmap
+import re
 import struct
 import zlib
 from dataclasses import dataclass
@@ -347,6 +348,9 @@ def _check_nodes(b: LoadedBundle) -> None:
         _check_node(b, f"node {i}", node, (StorageKind.Arena, None))
 
 
+_OUT_ARG = re.compile(r"out\d*")  # the out arguments of out-variant kernels: out, out0, out1...
+
+
 def _check_node(b: LoadedBundle, where: str, node: Any, writable: tuple[int, int | None]) -> None:
     """Op name, arguments and tensor indices of one node; its outputs in storage ``writable``
     (an arena tensor, or (Delegate, k): delegate k's workspace or an arena tensor)."""
@@ -359,6 +363,12 @@ def _check_node(b: LoadedBundle, where: str, node: Any, writable: tuple[int, int
             if k >= len(tensors):
                 raise _fail(b, f"{where} {node.op} arg {arg.name}", f"tensor < {len(tensors)}",
                             str(k))
+    outs = set(ints(node.outputs))
+    written = [k for arg in node.args or [] if _OUT_ARG.fullmatch(arg.name or "")
+               for k in ints(arg.tensors)]
+    if not set(written) <= outs:
+        raise _fail(b, f"{where} {node.op} out arguments", f"tensors among its outputs "
+                    f"{sorted(outs)}", str(written))
     for k in ints(node.outputs):
         t = tensors[k] if k < len(tensors) else None
         if t is None or not (t.storageKind == StorageKind.Arena or (

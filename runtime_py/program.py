@@ -64,8 +64,8 @@ class Program:
         self.arenas = [_aligned_zeros(a.size) for a in (bundle.plan.arenas or [])]
         self.workspaces: dict[int, np.ndarray] = {}  # delegate -> its reference's workspace
         self.tensors: list[np.ndarray | None] = [  # delegate workspaces: on first reference()
-            None if t.storageKind == StorageKind.Delegate else self._view(t)
-            for t in bundle.tensors or []]
+            None if t.storageKind == StorageKind.Delegate else self._checked_view(i, t)
+            for i, t in enumerate(bundle.tensors or [])]
         self.partitions: list[Partition] = []
         self.inputs = [self._spec(i) for i in ints(bundle.inputs)]
         self.outputs = [self._spec(i, name) for i, name in zip(ints(bundle.outputs),
@@ -176,6 +176,14 @@ class Program:
             _check_input(spec, value)
             np.copyto(view, value)
 
+    def _checked_view(self, index: int, t: Any) -> np.ndarray:
+        try:
+            return self._view(t)
+        except ValueError as e:  # numpy's own check of shape, strides and buffer
+            raise BundleError(f"{self.path}: tensor {index} ({t.name})",
+                              "a view inside its storage", str(e),
+                              "the bundle is corrupt; export it again") from e
+
     def _view(self, t: Any) -> np.ndarray:
         dtype = np.dtype(DTYPES[t.dtype])
         shape = tuple(ints(t.shape))
@@ -271,7 +279,7 @@ class Program:
 
 # What preparing a kernel raises on arguments it cannot use (shapes, kinds, values).
 _BIND_ERRORS = (TypeError, ValueError, KeyError, AttributeError, IndexError, ZeroDivisionError,
-                OverflowError)
+                OverflowError, NotImplementedError)
 
 _SCALARS: dict[int, Callable[[Any], Any]] = {
     ArgKind.None_: lambda a: None,

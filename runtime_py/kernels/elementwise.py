@@ -45,13 +45,29 @@ def _unary(ufunc: np.ufunc) -> KernelFn:
 def _ufunc_into(ufunc: np.ufunc, a: ArrayOrScalar, b: ArrayOrScalar, out: np.ndarray) -> Bound:
     """``ufunc(a, b)`` into ``out`` in its dtype; an operand with ``out``'s element count is
     viewed in ``out``'s shape (it differs by size-1 dims only), so numpy takes its no-broadcast
-    path."""
+    path. The rule, checked here at prepare: the operands broadcast to ``out``'s shape and
+    cast to its dtype (numpy's same_kind, as the call does)."""
+    if (np.broadcast_shapes(np.shape(a), np.shape(b), out.shape) != out.shape
+            or not _casts(a, out.dtype) or not _casts(b, out.dtype)):
+        raise ValueError(f"operands {_describe(a)} and {_describe(b)} into "
+                         f"{out.dtype}{list(out.shape)}")
     a, b, dtype = out_shaped(a, out), out_shaped(b, out), out.dtype
 
     def run() -> None:
         ufunc(a, b, out=out, dtype=dtype)
 
     return run
+
+
+def _casts(x: ArrayOrScalar, dtype: np.dtype) -> bool:
+    """Whether the call can cast operand ``x`` to ``dtype`` (numpy's same_kind)."""
+    if isinstance(x, np.ndarray):
+        return np.can_cast(x.dtype, dtype, "same_kind")
+    return isinstance(x, (bool, int)) or (isinstance(x, float) and dtype.kind not in "iub")
+
+
+def _describe(x: ArrayOrScalar) -> str:
+    return f"{x.dtype}{list(x.shape)}" if isinstance(x, np.ndarray) else repr(x)
 
 
 def _binary(ufunc: np.ufunc) -> Callable[..., Bound]:

@@ -354,6 +354,24 @@ def _grouped(x: np.ndarray, weight: np.ndarray, groups: int, win: _Window,
     return run
 
 
+def check_conv(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
+               stride: IntList, padding: IntList, dilation: IntList, groups: int,
+               out: np.ndarray) -> None:
+    """The shape rule, checked at prepare: input (N, C, *S) and weight (O, C/groups, *K) give
+    out (N, O, *S') with S' = (S + 2 * padding - dilation * (K - 1) - 1) // stride + 1; a bias
+    has O entries. ValueError otherwise."""
+    spatial = input.ndim - 2
+    geometry = [expand_param(p, spatial) for p in (stride, padding, dilation)]
+    sizes = [(s + 2 * p - d * (k - 1) - 1) // st + 1 for s, k, st, p, d in zip(
+        input.shape[2:], weight.shape[2:], *geometry, strict=True)]
+    if (weight.ndim != input.ndim or input.shape[1] != weight.shape[1] * groups
+            or weight.shape[0] % groups or out.shape != (input.shape[0], weight.shape[0], *sizes)
+            or (bias is not None and bias.shape != (weight.shape[0],))):
+        raise ValueError(f"input {list(input.shape)}, weight {list(weight.shape)}, groups "
+                         f"{groups}, bias {None if bias is None else list(bias.shape)} into "
+                         f"out {list(out.shape)}")
+
+
 def convolution(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
                 stride: IntList, padding: IntList, dilation: IntList, transposed: bool,
                 output_padding: IntList, groups: int, *, out: np.ndarray,
@@ -362,6 +380,7 @@ def convolution(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
     del output_padding  # only meaningful for transposed convolution
     if transposed or weight.ndim not in (3, 4):
         raise NotImplementedError("only non-transposed 1-D and 2-D convolution")
+    check_conv(input, weight, bias, stride, padding, dilation, groups, out)
     plan = _conv_plan(input.shape, weight.shape, stride, padding, dilation, groups)
     if scratch is not None and scratch.nbytes < plan.nbytes:  # budgeted: row/channel tiles
         plan = _conv_plan(input.shape, weight.shape, stride, padding, dilation, groups,
@@ -430,10 +449,13 @@ def max_pool2d(self: np.ndarray, kernel_size: IntList, stride: IntList = (),
 
 def _pool_taps(x: np.ndarray, win: _Window, pad: float, combine: np.ufunc, ws: Workspace,
                out: np.ndarray) -> Bound:
-    """out = ``combine`` of every tap of ``win`` over ``x`` padded with ``pad``."""
+    """out = ``combine`` of every tap of ``win`` over ``x`` padded with ``pad``. The shape rule,
+    checked at prepare: the windows give ``out``'s shape."""
     (first, *rest), fill, valid = _phase_taps(x, win, pad, ws)
     acc = ws.take(first.shape, out.dtype)
     result = valid(acc)
+    if result.shape != out.shape:
+        raise ValueError(f"pooling windows give {list(result.shape)} into {list(out.shape)}")
 
     def run() -> None:
         fill()

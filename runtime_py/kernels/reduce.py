@@ -189,7 +189,9 @@ def _softmax(self: np.ndarray, dim: int, out: np.ndarray, scratch: np.ndarray | 
              log: bool) -> Bound:
     """softmax or log_softmax of ``self`` along ``dim``: x - max(x) and the row statistic are
     computed in ``out`` (a copy of ``self``, so ``out`` may be ``self``); log_softmax keeps
-    exp(x - max) in scratch."""
+    exp(x - max) in scratch. The shape rule, checked at prepare: ``out`` has ``self``'s shape."""
+    if self.shape != out.shape:
+        raise ValueError(f"softmax of {list(self.shape)} into {list(out.shape)}")
     self, out, rows = _rows_along(self, dim, out)
     ws = Workspace(scratch)
     stat = ws.take((*rows.shape[:-1], 1), "float32")
