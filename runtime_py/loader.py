@@ -376,6 +376,19 @@ def _check_node(b: LoadedBundle, where: str, node: Any, writable: tuple[int, int
             raise _fail(b, f"{where} {node.op} output", "a tensor in the arena" + (
                 f" or in delegate {writable[1]}'s workspace" if writable[1] is not None else ""),
                 str(k))
+        if ints(t.strides) != _contiguous(ints(t.shape)):
+            raise _fail(b, f"{where} {node.op} output {t.name}", "C-contiguous strides "
+                        f"{_contiguous(ints(t.shape))} (kernels write whole outputs)",
+                        str(ints(t.strides)))
+
+
+def _contiguous(shape: list[int]) -> list[int]:
+    """Row-major element strides of ``shape``."""
+    strides, acc = [], 1
+    for size in reversed(shape):
+        strides.append(acc)
+        acc *= max(size, 1)
+    return strides[::-1]
 
 
 def _check_delegates(b: LoadedBundle) -> None:
