@@ -106,9 +106,25 @@ class Program:
         try:  # no context manager here: it would allocate on every run
             self.set_inputs(inputs)
             self._run_all()
+        except _INPUT_ERRORS as e:  # a kernel refusing the input values (e.g. token ids)
+            raise self._value_error(e) from e
         finally:
             self._busy.release()
         return self._output_views
+
+    def _value_error(self, error: Exception) -> InputError:
+        """The error a kernel raised on the input values, naming its call: found by running
+        the calls again up to the one that raises (the inputs are still in the arena)."""
+        where = "a kernel"
+        for call in self.calls:
+            try:
+                self._numpy.run(call.run)
+            except _INPUT_ERRORS:
+                where = f"{call.op} at {call.source or '<unknown source>'}"
+                break
+        return InputError(f"program {self.path}: {where}", "input values its kernels accept "
+                          "(e.g. token ids within the embedding table)",
+                          f"{type(error).__name__}: {error}", "check the input values")
 
     def profile(self, *inputs: np.ndarray) -> list[tuple[Call, float]]:
         """Run once, timing each kernel call; returns (call, seconds) in execution order."""
@@ -277,6 +293,8 @@ class Program:
         return _SCALARS[kind](arg)
 
 
+# What a kernel raises at run on input values it cannot take (an index out of range).
+_INPUT_ERRORS = (IndexError, ZeroDivisionError)
 # What preparing a kernel raises on arguments it cannot use (shapes, kinds, values).
 _BIND_ERRORS = (TypeError, ValueError, KeyError, AttributeError, IndexError, ZeroDivisionError,
                 OverflowError, NotImplementedError)

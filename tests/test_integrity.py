@@ -10,8 +10,15 @@ import zlib
 
 import numpy as np
 import pytest
+import torch
 
-from runtime_py.errors import BundleError, NeeError, ProgramBusyError, ProgramClosedError
+from runtime_py.errors import (
+    BundleError,
+    InputError,
+    NeeError,
+    ProgramBusyError,
+    ProgramClosedError,
+)
 from runtime_py.format import FOOTER_BYTES
 from runtime_py.loader import load_bundle
 from runtime_py.program import Program
@@ -174,3 +181,24 @@ def test_caller_bounds_the_arena(mlp):
     Program.load(mlp.path, max_arena_bytes=need)
     with pytest.raises(BundleError, match=rf"at most {need - 1} bytes \(the caller's limit\)"):
         Program.load(mlp.path, max_arena_bytes=need - 1)
+
+
+class _Embed(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.e = torch.nn.Embedding(10, 4)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.e(ids).sum(1)
+
+
+def test_token_ids_out_of_range_are_an_input_error_naming_the_call(tmp_path):
+    from toolchain.export import export
+    from toolchain.serialize.bundle import write_bundle
+
+    write_bundle(export(_Embed().eval(), (torch.tensor([[1, 2, 3]]),)), tmp_path / "e.nee")
+    program = Program.load(tmp_path / "e.nee")
+    with pytest.raises(InputError, match=r"aten::embedding\.out at \S*test_integrity\.py:\d+: "
+                                         r".*token ids.*found IndexError: index out of range"):
+        program.run(np.array([[1, 20, 3]]))
+    assert program.run(np.array([[1, 2, 3]]))[0].shape == (1, 4)  # the program is still usable
