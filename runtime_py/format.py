@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 SCHEMA_VERSION = 2
 FILE_IDENTIFIER = b"NEE1"
 FOOTER_MAGIC = b"NEEC"  # the footer: these 4 bytes, then the flatbuffer's uint32 CRC-32
@@ -14,6 +16,15 @@ DELEGATE_CALL = "nee::delegate_call"
 # DType enum value <-> numpy dtype name, in schemas/nee.fbs order.
 DTYPES = ("float32", "float64", "float16", "int64", "int32", "int16", "int8", "uint8", "bool")
 DTYPE_CODES = {name: code for code, name in enumerate(DTYPES)}
+
+
+def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    """Row-major element strides for ``shape``."""
+    strides, acc = [], 1
+    for size in reversed(shape):
+        strides.append(acc)
+        acc *= max(size, 1)
+    return tuple(reversed(strides))
 
 
 def align(n: int, alignment: int = SEGMENT_ALIGNMENT) -> int:

@@ -29,6 +29,7 @@ from runtime_py.format import (
     SEGMENT_ALIGNMENT,
     SIZE_PREFIX_BYTES,
     align,
+    contiguous_strides,
     segment_base,
 )
 from runtime_py.kernels import KERNELS
@@ -160,11 +161,12 @@ def _check_segments(b: LoadedBundle) -> None:
 def _check_segment_crcs(b: LoadedBundle) -> None:
     """Every segment's bytes against its CRC-32; all mismatches listed."""
     view = memoryview(b.data)
-    bad = [f"segment {i} (CRC-32 {zlib.crc32(view[start:start + seg.size]):#010x}, stored "
-           f"{seg.crc32:#010x})" for i, seg in enumerate(b.bundle.segments or [])
-           for start in [b.segment_base + seg.offset]
-           if zlib.crc32(view[start:start + seg.size]) != seg.crc32]
+    found = [zlib.crc32(view[b.segment_base + seg.offset:][:seg.size])
+             for seg in b.bundle.segments or []]
     view.release()
+    bad = [f"segment {i} (CRC-32 {crc:#010x}, stored {seg.crc32:#010x})"
+           for i, (seg, crc) in enumerate(zip(b.bundle.segments or [], found, strict=True))
+           if crc != seg.crc32]
     if bad:
         raise BundleError(f"{b.path}: {len(bad)} segment(s)", "bytes matching their CRC-32",
                           "; ".join(bad), "the weights are damaged; copy or export the file "
@@ -376,19 +378,11 @@ def _check_node(b: LoadedBundle, where: str, node: Any, writable: tuple[int, int
             raise _fail(b, f"{where} {node.op} output", "a tensor in the arena" + (
                 f" or in delegate {writable[1]}'s workspace" if writable[1] is not None else ""),
                 str(k))
-        if ints(t.strides) != _contiguous(ints(t.shape)):
-            raise _fail(b, f"{where} {node.op} output {t.name}", "C-contiguous strides "
-                        f"{_contiguous(ints(t.shape))} (kernels write whole outputs)",
+        expected = list(contiguous_strides(ints(t.shape)))
+        if ints(t.strides) != expected:
+            raise _fail(b, f"{where} {node.op} output {t.name}",
+                        f"C-contiguous strides {expected} (kernels write whole outputs)",
                         str(ints(t.strides)))
-
-
-def _contiguous(shape: list[int]) -> list[int]:
-    """Row-major element strides of ``shape``."""
-    strides, acc = [], 1
-    for size in reversed(shape):
-        strides.append(acc)
-        acc *= max(size, 1)
-    return strides[::-1]
 
 
 def _check_delegates(b: LoadedBundle) -> None:
@@ -494,7 +488,7 @@ def _check_lifetimes(b: LoadedBundle) -> None:
         if buf is not None and buf.endStep != len(nodes):
             problems.append(f"output {tensors[k].name} dies at step {buf.endStep}, not at the "
                             f"end ({len(nodes)})")
-    for j, buf in enumerate(plan.buffers or [] if plan else []):
+    for j, buf in enumerate((plan.buffers or []) if plan else []):
         if j not in inputs and buf.firstStep not in written.get(j, ()):
             problems.append(f"buffer {j} starts at step {buf.firstStep}, where nothing writes it")
     if problems:

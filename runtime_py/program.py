@@ -327,9 +327,8 @@ def _check_backends(loaded: LoadedBundle, backends: dict[str, Backend]) -> None:
 def _estimate(e: Any) -> Estimate | None:
     if e is None:
         return None
-    names = [n.decode() if isinstance(n, bytes) else n for n in e.opNames or []]
     return Estimate(e.cycles, e.clockHz, e.macs, e.sramBytes, e.flashBytes,
-                    tuple(zip(names, ints(e.opCycles), strict=True)))
+                    tuple(zip(e.opNames or [], ints(e.opCycles), strict=True)))
 
 
 def _aligned_zeros(size: int) -> np.ndarray:

@@ -139,16 +139,22 @@ FIELD_MUTATIONS: list[Callable[[Any, random.Random], None]] = [_tensor, _tensor,
                                                                _plan, _io, _segment]
 
 
-def mutate_fields(data: bytes, rng: random.Random) -> bytes:
-    """One field of the decoded tables rewritten, re-packed with its checksums recomputed."""
+def repacked(data: bytes, mutate: Callable[[Any], None]) -> bytes:
+    """Bundle ``data`` with its decoded tables changed by ``mutate``, re-packed as a valid
+    bundle: the segments' bytes kept, the checksums recomputed."""
     bundle = BundleT.InitFromObj(Bundle.GetRootAs(data, SIZE_PREFIX_BYTES))
     base = segment_base(int.from_bytes(data[:4], "little"))
     blobs = [data[base + s.offset:base + s.offset + s.size] for s in bundle.segments or []]
-    rng.choice(FIELD_MUTATIONS)(bundle, rng)
+    mutate(bundle)
     with tempfile.TemporaryFile() as f:
         write_to(f, bundle, blobs)
         f.seek(0)
         return f.read()
+
+
+def mutate_fields(data: bytes, rng: random.Random) -> bytes:
+    """One field of the decoded tables rewritten, re-packed with its checksums recomputed."""
+    return repacked(data, lambda bundle: rng.choice(FIELD_MUTATIONS)(bundle, rng))
 
 
 MUTATORS = {"bytes": mutate_bytes, "fields": mutate_fields}

@@ -11,6 +11,7 @@ import zlib
 import numpy as np
 import pytest
 import torch
+from bundle_fuzz import repacked
 
 from runtime_py.errors import (
     BundleError,
@@ -135,15 +136,8 @@ def test_threads_sharing_a_program_get_results_or_a_nee_error(mlp):
 
 
 def _rewritten(exported_model, tmp_path, mutate) -> str:
-    from toolchain.serialize.bundle import write_to
-
-    loaded = load_bundle(exported_model.path)
-    blobs = [bytes(loaded.data[loaded.segment_base + s.offset:][:s.size])
-             for s in loaded.bundle.segments]
-    mutate(loaded.bundle)
     path = tmp_path / "rewritten.nee"
-    with path.open("wb") as f:
-        write_to(f, loaded.bundle, blobs)
+    path.write_bytes(repacked(exported_model.path.read_bytes(), mutate))
     return str(path)
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from bundle_fuzz import repacked
 from click.testing import CliRunner
 from torch import nn
 
@@ -225,18 +226,8 @@ def test_device_mode_without_a_driver_fails_at_load(middle):
 
 
 def _mutated(pair: Pair, tmp_path: Path, mutate) -> Path:
-    from runtime_py.fbs.Bundle import Bundle, BundleT
-    from runtime_py.format import SIZE_PREFIX_BYTES, segment_base
-    from toolchain.serialize.bundle import write_to
-
-    data = pair.npu.read_bytes()
-    bundle = BundleT.InitFromObj(Bundle.GetRootAs(data, SIZE_PREFIX_BYTES))
-    base = segment_base(int.from_bytes(data[:4], "little"))
-    blobs = [data[base + s.offset: base + s.offset + s.size] for s in bundle.segments]
-    mutate(bundle)
     path = tmp_path / "bad.nee"
-    with path.open("wb") as f:
-        write_to(f, bundle, blobs)
+    path.write_bytes(repacked(pair.npu.read_bytes(), mutate))
     return path
 
 

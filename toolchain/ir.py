@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from runtime_py.format import DELEGATE_CALL
+from runtime_py.format import DELEGATE_CALL, contiguous_strides
 
 
 @dataclass(frozen=True)
@@ -61,15 +61,6 @@ class Tensor:
     def is_contiguous(self) -> bool:
         """Row-major strides (a view may still start at an offset into its root)."""
         return self.element_strides() == contiguous_strides(self.shape)
-
-
-def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """Row-major element strides for ``shape``."""
-    strides, acc = [], 1
-    for size in reversed(shape):
-        strides.append(acc)
-        acc *= max(size, 1)
-    return tuple(reversed(strides))
 
 
 @dataclass

@@ -22,7 +22,7 @@ import numpy as np
 
 from toolchain.ir import Graph, Node, Quant, Ref, Tensor, node_inputs
 from toolchain.quantize import fixed_point
-from toolchain.quantize.fixed_point import INT8_MAX, INT8_MIN
+from toolchain.quantize.fixed_point import INT8_MAX, INT8_MIN, per_tensor
 from toolchain.quantize.options import ROUNDINGS
 
 Q = "quantized_decomposed::quantize_per_tensor.default"
@@ -236,7 +236,7 @@ def _weight(graph: Graph, name: str,
 def _clamp(match: Match) -> dict[str, int]:
     """The activation's real range as int8 bounds (TFLite's CalculateActivationRangeQuantized,
     for any hardtanh range)."""
-    out = _scalar(match.out_quant)
+    out = per_tensor(match.out_quant)
     lo, hi = (int(np.clip(fixed_point.quantize_value(r, out), INT8_MIN, INT8_MAX))
               if np.isfinite(r) else default
               for r, default in zip(match.clamp, (INT8_MIN, INT8_MAX), strict=True))
@@ -268,12 +268,8 @@ def _weighted(graph: Graph, match: Match, x: str, weight: str, bias: Ref | None,
     x_name, x_quant = match.inputs[x]
     return {"input": Ref(x_name), "weight": Ref(name),
             "bias": _bias(graph, bias, x_quant.scale[0], scales, f"{match.name}_bias"),
-            **requant(_scalar(x_quant), scales, _scalar(match.out_quant), rounding=rounding),
+            **requant(per_tensor(x_quant), scales, per_tensor(match.out_quant), rounding=rounding),
             **_clamp(match)}
-
-
-def _scalar(quant: Quant) -> fixed_point.Quant:
-    return fixed_point.Quant(quant.scale[0], quant.zero_point[0])
 
 
 def _bias(graph: Graph, ref: Ref | None, input_scale: float, scales: tuple[float, ...],
@@ -319,7 +315,8 @@ def _binary(op: str, requant: Callable[..., dict]) -> Rule:
             return None
         (a, qa), (b, qb) = match.inputs["self"], match.inputs["other"]
         args = {"self": Ref(a), "other": Ref(b),
-                **requant(_scalar(qa), _scalar(qb), _scalar(match.out_quant)), **_clamp(match)}
+                **requant(per_tensor(qa), per_tensor(qb), per_tensor(match.out_quant)),
+                **_clamp(match)}
         return _int8_node(op, match, args)
 
     return rule
@@ -346,7 +343,7 @@ def _mean(graph: Graph, match: Match) -> Node | None:
     if rank != 4 or sorted(d % rank for d in a.get("dim") or []) != [2, 3] or a.get("dtype"):
         return None
     args = {"self": Ref(x), "dim": [2, 3], "keepdim": bool(a.get("keepdim", False)),
-            **fixed_point.mean_requant(_scalar(x_quant), _scalar(match.out_quant))}
+            **fixed_point.mean_requant(per_tensor(x_quant), per_tensor(match.out_quant))}
     return _int8_node("nee::mean_int8.out", match, args)
 
 
@@ -358,7 +355,7 @@ def _lookup(table: Callable[[fixed_point.Quant, fixed_point.Quant], np.ndarray])
         x, x_quant = match.inputs["self"]
         if match.clamp != (-np.inf, np.inf):
             return None
-        values = table(_scalar(x_quant), _scalar(match.out_quant))
+        values = table(per_tensor(x_quant), per_tensor(match.out_quant))
         return _int8_node("nee::lookup_int8.out", match, {
             "self": Ref(x), "table": _const(graph, f"{match.name}_table", values)})
 
@@ -370,11 +367,11 @@ def _lookup(table: Callable[[fixed_point.Quant, fixed_point.Quant], np.ndarray])
 def _softmax(graph: Graph, match: Match) -> Node | None:
     """TFLite's int8 SOFTMAX: output parameters fixed at (1/256, -128) by the quantizer."""
     x, x_quant = match.inputs["self"]
-    out = _scalar(match.out_quant)
+    out = per_tensor(match.out_quant)
     if (out.zero_point, out.scale) != (fixed_point.SOFTMAX_OUTPUT.zero_point,
                                        fixed_point.f32(fixed_point.SOFTMAX_OUTPUT.scale)):
         return None
-    table = fixed_point.softmax_table(_scalar(x_quant))
+    table = fixed_point.softmax_table(per_tensor(x_quant))
     return _int8_node("nee::softmax_int8.out", match, {
         "self": Ref(x), "dim": match.node.args["dim"],
         "table": _const(graph, f"{match.name}_table", table)})

@@ -17,6 +17,7 @@ import numpy as np
 
 from toolchain.ir import Graph, Node, Quant, Ref, Tensor
 from toolchain.quantize import fixed_point
+from toolchain.quantize.fixed_point import per_tensor
 
 PLUS3 = fixed_point.Quant(6 / 255, -128)  # relu6(x + 3) over the whole int8 range
 THREE = fixed_point.Quant(3 / 127, 0)  # the constant 3 as int8 127
@@ -31,16 +32,11 @@ def npu_tables(graph: Graph) -> Graph:
     return graph
 
 
-def _scalar(graph: Graph, name: str) -> fixed_point.Quant:
-    q = graph.tensors[name].quant
-    return fixed_point.Quant(q.scale[0], q.zero_point[0])
-
-
 def _rewritten(graph: Graph, node: Node) -> list[Node]:
     if node.op != "nee::lookup_int8.out":
         return [node]
     x, out = node.args["self"].name, node.outputs[0]
-    q_in, q_out = _scalar(graph, x), _scalar(graph, out)
+    q_in, q_out = (per_tensor(graph.tensors[n].quant) for n in (x, out))
     table = graph.const_value(node.args["table"].name)
     if not np.array_equal(table, fixed_point.hardsigmoid_table(q_in, q_out)):
         return [node]

@@ -29,6 +29,12 @@ class Quant(NamedTuple):
     zero_point: int
 
 
+def per_tensor(quant: Any) -> Quant:
+    """The per-tensor parameters of an IR ``toolchain.ir.Quant`` (its first scale and zero
+    point)."""
+    return Quant(quant.scale[0], quant.zero_point[0])
+
+
 def f32(value: float) -> float:
     """``value`` rounded to float32 (as stored in a .tflite), as a Python float."""
     return float(np.float32(value))

@@ -36,7 +36,7 @@ from toolchain.export.result import ExportResult
 from toolchain.ir import Graph, Node, Quant, Ref, contiguous_strides, node_inputs
 from toolchain.passes.check_supported import group_lines
 from toolchain.quantize import fixed_point
-from toolchain.quantize.fixed_point import INT8_MAX, INT8_MIN
+from toolchain.quantize.fixed_point import INT8_MAX, INT8_MIN, per_tensor
 from toolchain.serialize import tflite as tfl
 from toolchain.serialize.bundle import output_path
 
@@ -516,7 +516,7 @@ def _lookup(p: _Program, node: Node) -> None:
     """LOGISTIC, TANH or HARD_SWISH: the one whose int8 table ``table`` is."""
     x = node.args["self"].name
     table = p.graph.const_value(node.args["table"].name)
-    q_in, q_out = (_scalar(p.graph.tensors[n].quant) for n in (x, node.outputs[0]))
+    q_in, q_out = (per_tensor(p.graph.tensors[n].quant) for n in (x, node.outputs[0]))
     for builtin, function, fixed in LOOKUPS:
         if fixed is not None and q_out != (fixed_point.f32(fixed.scale), fixed.zero_point):
             continue
@@ -528,10 +528,6 @@ def _lookup(p: _Program, node: Node) -> None:
     raise _refuse(node, "the int8 table of TFLite's LOGISTIC, TANH or HARD_SWISH for these "
                   "parameters", f"another table (input {q_in}, output {q_out})",
                   "only sigmoid, tanh and hardswish have TFLite int8 ops")
-
-
-def _scalar(quant: Quant) -> fixed_point.Quant:
-    return fixed_point.Quant(quant.scale[0], quant.zero_point[0])
 
 
 def _pool(builtin: str) -> Converter:
@@ -597,7 +593,7 @@ def _softmax(p: _Program, node: Node) -> None:
 
 
 def _check_softmax_table(p: _Program, node: Node, x: str, out: str) -> None:
-    q_in, q_out = (_scalar(p.graph.tensors[n].quant) for n in (x, out))
+    q_in, q_out = (per_tensor(p.graph.tensors[n].quant) for n in (x, out))
     expected = fixed_point.softmax_table(q_in)
     fixed = fixed_point.SOFTMAX_OUTPUT
     if (q_out != (fixed_point.f32(fixed.scale), fixed.zero_point)

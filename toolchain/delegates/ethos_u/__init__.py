@@ -50,8 +50,6 @@ def delegate(graph: Graph) -> Graph:
         node.cpu_reason = _static_reason(graph, node)
     order, checked = _settle(graph, npu)
     checked = [_quantize_channels_last(graph, c, order) for c in checked]
-    if checked:
-        vela.vela_version()
     starts = {id(c[0][0]): c for c in checked}
     inside = {id(n) for run, _, _ in checked for n in run}
     calls, delegates = [], []
