@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from runtime_py.dataflow import dataflow_problems, extent, ints, layout_problems
 from runtime_py.errors import BundleError, MissingKernelsError
 from runtime_py.fbs.ArgKind import ArgKind
 from runtime_py.fbs.Bundle import Bundle, BundleT
@@ -132,10 +133,12 @@ def _validate(b: LoadedBundle, check_kernels: bool, verify_segments: bool,
     _check_plan(b)
     _check_arena_sizes(b, max_arena_bytes)
     _check_tensors(b)
+    _check_layout(b)
     _check_quantization(b)
     _check_nodes(b)
     _check_delegates(b)
     _check_lifetimes(b)
+    _check_dataflow(b)
     _check_scalars(b)
     _check_kernel_list(b)
     if check_kernels:
@@ -205,10 +208,11 @@ def _check_arena_sizes(b: LoadedBundle, limit: int | None) -> None:
     if bad:
         raise _fail(b, "arena sizes", "each the size its buffers need, within its capacity",
                     "; ".join(bad))
-    total = sum(need)
+    total = sum(need) + sum(d.workspace for d in b.bundle.delegates or [])
     if limit is not None and total > limit:
-        raise BundleError(f"{b.path}: arenas", f"at most {limit} bytes (the caller's limit)",
-                          f"{total} bytes", "raise max_arena_bytes or use a smaller model")
+        raise BundleError(f"{b.path}: arenas and delegate workspaces",
+                          f"at most {limit} bytes (the caller's limit)", f"{total} bytes",
+                          "raise max_arena_bytes or use a smaller model")
 
 
 def _check_overlaps(b: LoadedBundle) -> None:
@@ -256,8 +260,7 @@ def _check_tensors(b: LoadedBundle) -> None:
         size = storage_size(b, t.storageKind, t.storage)
         if size is None:
             raise _fail(b, what, "a valid storage", f"kind {t.storageKind} index {t.storage}")
-        last = sum((n - 1) * s for n, s in zip(shape, strides, strict=True))
-        end = t.byteOffset + (0 if 0 in shape else last + 1) * np.dtype(DTYPES[t.dtype]).itemsize
+        end = extent(t)[1]
         if end > size:
             raise _fail(b, what, f"bytes within its storage of {size}", f"end at {end}")
     n = len(b.bundle.tensors or [])
@@ -267,7 +270,12 @@ def _check_tensors(b: LoadedBundle) -> None:
                 raise _fail(b, f"{role} tensor index", f"below {n}", str(k))
     for k in ints(b.bundle.inputs):
         if b.bundle.tensors[k].storageKind != StorageKind.Arena:
-            raise _fail(b, f"input {b.bundle.tensors[k].name}", "an arena tensor", "a constant")
+            raise _fail(b, f"input {b.bundle.tensors[k].name}", "an arena tensor",
+                        f"storage kind {b.bundle.tensors[k].storageKind}")
+    for k in ints(b.bundle.outputs):
+        if b.bundle.tensors[k].storageKind == StorageKind.Delegate:
+            raise _fail(b, f"output {b.bundle.tensors[k].name}", "an arena tensor or a constant",
+                        "a tensor in a delegate's workspace")
     names = b.bundle.outputNames
     count = len(ints(b.bundle.outputs))
     if names is not None and (len(names) != count or not all(names)
@@ -279,6 +287,28 @@ def _check_tensors(b: LoadedBundle) -> None:
     if bad:
         raise _fail(b, "accuracy records", "one per named output, with samples, an SQNR and a "
                     "non-negative error", f"bad records for {bad}")
+
+
+def _check_layout(b: LoadedBundle) -> None:
+    problems = layout_problems(b.bundle.tensors or [])
+    if problems:
+        raise _fail(b, f"{len(problems)} tensor layout problem(s)", "base tensors owning their "
+                    "storage from byte 0, C-contiguous; views inside their base",
+                    "; ".join(problems[:8]))
+
+
+def _check_dataflow(b: LoadedBundle) -> None:
+    """Every arena byte a node (or a delegate's reference node) reads, written before it and
+    not overwritten since its first read."""
+    tensors = b.bundle.tensors or []
+    problems = dataflow_problems(tensors, b.bundle.nodes or [], ints(b.bundle.inputs))
+    for i, d in enumerate(b.bundle.delegates or []):
+        problems += dataflow_problems(tensors, d.nodes or [], ints(d.inputs),
+                                      f"delegate {i} node")
+    if problems:
+        raise _fail(b, f"{len(problems)} dataflow problem(s)", "every tensor read after the "
+                    "nodes writing it, and not overwritten before its last read",
+                    "; ".join(problems[:8]))
 
 
 def _check_quantization(b: LoadedBundle) -> None:
@@ -443,6 +473,14 @@ def _delegate_problems(b: LoadedBundle, i: int, d: Any, call: Any) -> list[str]:
          "an estimate with a clock and one cycle count per named op"),
         ([_bytes(tensors, _tensor_args(call, key)) for key in ("scratch", "fast_scratch")]
          == [d.scratch, d.fastScratch], f"workspaces of {d.scratch} and {d.fastScratch} bytes"),
+        (all(k < len(tensors) and offset + extent(tensors[k])[1] <= d.scratch
+             for k, offset in zip(ins + outs, ints(d.inputOffsets) + ints(d.outputOffsets),
+                                  strict=False)),
+         f"input and output offsets {ints(d.inputOffsets)}, {ints(d.outputOffsets)} inside the "
+         f"{d.scratch} B scratch"),
+        (d.workspace == max((align(extent(t)[1]) for t in tensors if t.aliasOf < 0 and (
+            t.storageKind, t.storage) == (StorageKind.Delegate, i)), default=0),
+         f"a workspace of {d.workspace} B, as large as its tensors need"),
     ]
     return [problem for ok, problem in checks if not ok]
 
@@ -543,6 +581,3 @@ def _check_kernels_present(b: LoadedBundle) -> None:
         )
 
 
-def ints(values: object) -> list[int]:
-    """A flatbuffer vector (numpy array, list or None) as a list of Python ints."""
-    return [] if values is None else [int(v) for v in values]

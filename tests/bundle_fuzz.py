@@ -5,8 +5,13 @@ Usage: python tests/bundle_fuzz.py BUNDLE [--cases N] [--kind bytes|fields] [--s
 Each case mutates BUNDLE and loads and runs the result on seeded random inputs. Outcomes:
   refused    a NeeError at load or run (what the runtime promises)
   same       it ran and every output equals the original's (the mutation hit unused bytes)
-  changed    it ran with different outputs: a silent acceptance (a failure)
+  changed    it ran with different outputs, counted by the field rewritten: a failure for a
+             byte-level mutation; for a re-packed rewrite, a different program that may be
+             well formed (outputs wired to another tensor, a view re-shaped inside its base)
+  unwritten  it ran, and its outputs depend on what the arena held before the run: it reads
+             memory nothing wrote (a failure)
   crash      any other exception (a failure), counted by type and where it was raised
+  hang       a case still running after HANG_SECONDS (a failure)
 ``bytes`` mutates the file (bit flips, overwrites, truncation, inserted and deleted bytes);
 ``fields`` rewrites one field of the decoded tables (a shape, stride, index, size, offset,
 step, dtype, kind, argument value; nodes swapped or dropped) and re-packs it as a valid bundle,
@@ -18,6 +23,7 @@ from __future__ import annotations
 import argparse
 import collections
 import random
+import signal
 import sys
 import tempfile
 import traceback
@@ -39,8 +45,8 @@ from toolchain.serialize.bundle import write_to  # noqa: E402
 Outcome = str
 
 
-def mutate_bytes(data: bytes, rng: random.Random) -> bytes:
-    """One byte-level mutation of ``data``."""
+def mutate_bytes(data: bytes, rng: random.Random) -> tuple[bytes, str]:
+    """One byte-level mutation of ``data``, and what it was."""
     out = bytearray(data)
     kind = rng.randrange(5)
     at = rng.randrange(len(out))
@@ -55,7 +61,8 @@ def mutate_bytes(data: bytes, rng: random.Random) -> bytes:
         out[at:at] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 8)))
     else:
         del out[at:at + rng.randint(1, 8)]
-    return bytes(out)
+    return bytes(out), f"{['bit flips', 'overwrite', 'truncation', 'insert', 'delete'][kind]}"\
+        f" at {at}"
 
 
 _BIG = (0, 1, -1, 2, 3, 7, 64, 255, 1 << 16, 1 << 31, 1 << 35, (1 << 63) - 1)
@@ -77,55 +84,117 @@ def _ints(rng: random.Random, values: list[int]) -> list[int]:
     return values
 
 
-def _tensor(b: Any, rng: random.Random) -> None:
-    t = rng.choice(b.tensors)
+def _tensor(b: Any, rng: random.Random) -> str:
+    i = rng.randrange(len(b.tensors))
+    t = b.tensors[i]
     field = rng.choice(["shape", "strides", "storage", "byteOffset", "dtype", "storageKind",
                         "aliasOf"])
     value = getattr(t, field)
     if field in ("shape", "strides"):
-        setattr(t, field, _ints(rng, [int(v) for v in value]))
+        new: Any = _ints(rng, [int(v) for v in value])
     else:
-        setattr(t, field, abs(_any_int(rng, int(value))) % (1 << 31) if field != "aliasOf"
-                else _any_int(rng, int(value)) % (1 << 31))
+        new = (abs(_any_int(rng, int(value))) % (1 << 31) if field != "aliasOf"
+               else _any_int(rng, int(value)) % (1 << 31))
+    setattr(t, field, new)
+    return f"tensor {i} {field}: {_show(value)} -> {_show(new)}"
 
 
-def _node(b: Any, rng: random.Random) -> None:
-    nodes = b.nodes
+def _show(value: Any) -> str:
+    return str([v.item() if hasattr(v, "item") else v for v in value]
+               if value is not None and not np.isscalar(value) else value)
+
+
+def _node(b: Any, rng: random.Random) -> str:
+    """A node of the program, or of a delegate's reference program, swapped, dropped or with
+    one argument rewritten."""
+    owners = [("node", b.nodes)] + [(f"delegate {i} node", d.nodes)
+                                    for i, d in enumerate(b.delegates or [])]
+    where, nodes = rng.choice(owners)
     choice = rng.randrange(4)
     if choice == 0 and len(nodes) > 1:
         i, j = rng.sample(range(len(nodes)), 2)
         nodes[i], nodes[j] = nodes[j], nodes[i]
-    elif choice == 1 and len(nodes) > 1:
-        nodes.pop(rng.randrange(len(nodes)))
+        return f"{where}s {i} and {j} swapped"
+    if choice == 1 and len(nodes) > 1:
+        i = rng.randrange(len(nodes))
+        nodes.pop(i)
+        return f"{where} {i} dropped"
+    i = rng.randrange(len(nodes))
+    arg = rng.choice(nodes[i].args)
+    where = f"{where} {i} {nodes[i].op.decode()} arg {arg.name.decode()}"
+    for field in ("tensors", "ints", "floats"):
+        old = getattr(arg, field)
+        if old is None or not len(old) or (field == "tensors" and rng.random() >= 0.5):
+            continue
+        new = (_ints(rng, [int(v) for v in old]) if field != "floats"
+               else [rng.choice([0.0, -1.0, 1e30, float("nan"), float("inf")])])
+        setattr(arg, field, new)
+        return f"{where} {field}: {list(old)} -> {new}"
+    old, arg.kind = arg.kind, rng.randrange(12)
+    return f"{where} kind: {old} -> {arg.kind}"
+
+
+_ODD_FLOATS = (0.0, -1.0, 1e-30, 1e30, float("nan"), float("inf"))
+
+
+def _quantization(b: Any, rng: random.Random) -> str:
+    """A quantized tensor's scale, zero point or axis rewritten."""
+    quantized = [i for i, t in enumerate(b.tensors) if t.quantization is not None]
+    if not quantized:
+        return _tensor(b, rng)
+    i = rng.choice(quantized)
+    q = b.tensors[i].quantization
+    field = rng.choice(["scale", "zeroPoint", "axis"])
+    old = getattr(q, field)
+    if field == "axis":
+        new: Any = rng.choice([-2, -1, 0, 1, 2, 3, 7])
+    elif field == "zeroPoint":
+        new = _ints(rng, [int(v) for v in old])
     else:
-        node = rng.choice(nodes)
-        arg = rng.choice(node.args)
-        if arg.tensors is not None and len(arg.tensors) and rng.random() < 0.5:
-            arg.tensors = _ints(rng, [int(v) for v in arg.tensors])
-        elif arg.ints is not None and len(arg.ints):
-            arg.ints = _ints(rng, [int(v) for v in arg.ints])
-        elif arg.floats is not None and len(arg.floats):
-            arg.floats = [rng.choice([0.0, -1.0, 1e30, float("nan"), float("inf")])]
-        else:
-            arg.kind = rng.randrange(12)
+        new = [float(v) for v in old]
+        new[rng.randrange(len(new))] = rng.choice(_ODD_FLOATS)
+    setattr(q, field, new)
+    return f"tensor {i} quantization {field}: {_show(old)} -> {_show(new)}"
 
 
-def _plan(b: Any, rng: random.Random) -> None:
+_DELEGATE_FIELDS = ("inputs", "outputs", "inputOffsets", "outputOffsets", "scratch",
+                    "fastScratch", "workspace")
+
+
+def _delegate(b: Any, rng: random.Random) -> str:
+    """A delegate's I/O, offsets or workspace sizes rewritten."""
+    if not b.delegates:
+        return _node(b, rng)
+    i = rng.randrange(len(b.delegates))
+    field = rng.choice(_DELEGATE_FIELDS)
+    old = getattr(b.delegates[i], field)
+    new = (_ints(rng, [int(v) for v in old]) if field in _DELEGATE_FIELDS[:4]
+           else abs(_any_int(rng, int(old))) % (1 << 40))
+    setattr(b.delegates[i], field, new)
+    return f"delegate {i} {field}: {_show(old)} -> {_show(new)}"
+
+
+def _plan(b: Any, rng: random.Random) -> str:
     if rng.random() < 0.3:
         arena = rng.choice(b.plan.arenas)
-        arena.size = abs(_any_int(rng, int(arena.size)))
-        return
-    buf = rng.choice(b.plan.buffers)
+        old, arena.size = arena.size, abs(_any_int(rng, int(arena.size)))
+        return f"arena size: {old} -> {arena.size}"
+    i = rng.randrange(len(b.plan.buffers))
+    buf = b.plan.buffers[i]
     field = rng.choice(["tier", "offset", "size", "firstStep", "endStep"])
-    setattr(buf, field, abs(_any_int(rng, int(getattr(buf, field)))) % (1 << 31))
+    old = getattr(buf, field)
+    setattr(buf, field, abs(_any_int(rng, int(old))) % (1 << 31))
+    return f"buffer {i} {field}: {old} -> {getattr(buf, field)}"
 
 
-def _io(b: Any, rng: random.Random) -> None:
+def _io(b: Any, rng: random.Random) -> str:
     field = rng.choice(["inputs", "outputs"])
-    setattr(b, field, _ints(rng, [int(v) for v in getattr(b, field)]))
+    old = [int(v) for v in getattr(b, field)]
+    setattr(b, field, _ints(rng, old))
+    return f"{field}: {old} -> {getattr(b, field)}"
 
 
-def _segment(b: Any, rng: random.Random) -> None:
+def _segment(b: Any, rng: random.Random) -> str:
     """An offset or size moved a little (the packer writes each blob at its offset, so a far
     one would only make a huge file), or set to another segment's."""
     seg, other = rng.choice(b.segments), rng.choice(b.segments)
@@ -133,13 +202,14 @@ def _segment(b: Any, rng: random.Random) -> None:
     old = int(getattr(seg, field))
     setattr(seg, field, max(0, rng.choice([old + 64, old - 64, old + 1, old - 1, 0,
                                            int(getattr(other, field))])))
+    return f"segment {field}: {old} -> {getattr(seg, field)}"
 
 
-FIELD_MUTATIONS: list[Callable[[Any, random.Random], None]] = [_tensor, _tensor, _node, _node,
-                                                               _plan, _io, _segment]
+FIELD_MUTATIONS: list[Callable[[Any, random.Random], str]] = [
+    _tensor, _tensor, _node, _node, _plan, _io, _segment, _quantization, _delegate]
 
 
-def repacked(data: bytes, mutate: Callable[[Any], None]) -> bytes:
+def repacked(data: bytes, mutate: Callable[[Any], object]) -> bytes:
     """Bundle ``data`` with its decoded tables changed by ``mutate``, re-packed as a valid
     bundle: the segments' bytes kept, the checksums recomputed."""
     bundle = BundleT.InitFromObj(Bundle.GetRootAs(data, SIZE_PREFIX_BYTES))
@@ -152,12 +222,26 @@ def repacked(data: bytes, mutate: Callable[[Any], None]) -> bytes:
         return f.read()
 
 
-def mutate_fields(data: bytes, rng: random.Random) -> bytes:
-    """One field of the decoded tables rewritten, re-packed with its checksums recomputed."""
-    return repacked(data, lambda bundle: rng.choice(FIELD_MUTATIONS)(bundle, rng))
+def mutate_fields(data: bytes, rng: random.Random) -> tuple[bytes, str]:
+    """One field of the decoded tables rewritten, re-packed with its checksums recomputed; and
+    what was rewritten."""
+    what: list[str] = []
+    mutated = repacked(data, lambda bundle: what.append(rng.choice(FIELD_MUTATIONS)(bundle, rng)))
+    return mutated, what[0]
 
 
 MUTATORS = {"bytes": mutate_bytes, "fields": mutate_fields}
+
+
+HANG_SECONDS = 10.0
+
+
+class _Hang(Exception):
+    pass
+
+
+def _alarm(*_: object) -> None:
+    raise _Hang
 
 
 def run_case(data: bytes, folder: Path, inputs: list[np.ndarray],
@@ -165,39 +249,72 @@ def run_case(data: bytes, folder: Path, inputs: list[np.ndarray],
     """Load and run ``data``; the outcome and, for a crash, where it was raised."""
     path = folder / "case.nee"
     path.write_bytes(data)
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, HANG_SECONDS)
     try:
         with Program.load(path, max_arena_bytes=1 << 30) as program:
-            got = program.run(*inputs)
-            same = len(got) == len(expected) and all(
-                np.array_equal(a, b, equal_nan=True) for a, b in zip(got, expected, strict=True))
+            got = _outputs(program, inputs)
+            if _same(got, expected):
+                return "same", ""
+            return ("unwritten" if not _same(_outputs(program, inputs, fill=0x7F), got)
+                    else "changed"), ""
     except NeeError:
         return "refused", ""
+    except _Hang:
+        return "hang", ""
     except Exception as e:  # everything else is what the fuzzer looks for
         frame = traceback.extract_tb(e.__traceback__)[-1]
         return "crash", f"{type(e).__name__} at {Path(frame.filename).name}:{frame.lineno}"
-    return ("same" if same else "changed"), ""
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
-def fuzz(bundle: Path, cases: int, kind: str, seed: int) -> collections.Counter:
-    """Counts of outcomes (and crash sites) over ``cases`` seeded mutations of ``bundle``."""
+def _outputs(program: Program, inputs: list[np.ndarray], fill: int = 0) -> list[np.ndarray]:
+    """A run's outputs (copied), the arenas filled with byte ``fill`` first."""
+    for arena in program.arenas:
+        arena.view(np.uint8).fill(fill)
+    return [o.copy() for o in program.run(*inputs)]
+
+
+def _same(got: list[np.ndarray], want: list[np.ndarray]) -> bool:
+    return len(got) == len(want) and all(
+        a.shape == b.shape and np.array_equal(a, b, equal_nan=True)
+        for a, b in zip(got, want, strict=True))
+
+
+def fuzz(bundle: Path, cases: int, kind: str, seed: int,
+         show: Callable[[Outcome, str], None] | None = None) -> collections.Counter:
+    """Counts of outcomes (and crash sites) over ``cases`` seeded mutations of ``bundle``;
+    ``show(outcome, mutation)`` is told each case's."""
     data = bundle.read_bytes()
     with Program.load(bundle) as program:
         rng = np.random.default_rng(seed)
-        inputs = [rng.standard_normal(s.shape).astype(s.dtype) for s in program.inputs]
+        inputs = [rng.standard_normal(s.shape).astype(s.dtype) if np.dtype(s.dtype).kind == "f"
+                  else rng.integers(0, 2, s.shape).astype(s.dtype) for s in program.inputs]
         expected = [o.copy() for o in program.run(*inputs)]
     rng = random.Random(seed)
     counts: collections.Counter = collections.Counter()
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(cases):
             try:
-                mutated = MUTATORS[kind](data, rng)
+                mutated, mutation = MUTATORS[kind](data, rng)
             except (IndexError, ValueError, AttributeError, TypeError):
                 continue  # a rewrite the packer cannot express: not a bundle to try
             outcome, where = run_case(mutated, Path(tmp), inputs, expected)
+            if show:
+                show(outcome, f"{mutation} ({where})" if where else mutation)
             counts[outcome] += 1
+            if outcome == "changed":
+                counts[f"changed: {_field(mutation)}"] += 1
             if where:
                 counts[f"crash: {where}"] += 1
     return counts
+
+
+def _field(mutation: str) -> str:
+    """What a mutation rewrote, without indices and values: "tensor shape", "outputs"."""
+    return " ".join(w for w in mutation.split(": ")[0].split() if not w.isdigit())
 
 
 def main() -> None:
@@ -206,8 +323,16 @@ def main() -> None:
     parser.add_argument("--cases", type=int, default=1000)
     parser.add_argument("--kind", choices=sorted(MUTATORS), default="bytes")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--show", action="append", default=[], metavar="OUTCOME",
+                        help="print each case with this outcome and its mutation (repeatable)")
     args = parser.parse_args()
-    for outcome, count in sorted(fuzz(args.bundle, args.cases, args.kind, args.seed).items()):
+
+    def show(outcome: Outcome, mutation: str) -> None:
+        if outcome in args.show:
+            print(f"{outcome}: {mutation}", flush=True)
+
+    counts = fuzz(args.bundle, args.cases, args.kind, args.seed, show)
+    for outcome, count in sorted(counts.items()):
         print(f"{count:8d}  {outcome}")
 
 

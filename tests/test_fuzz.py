@@ -19,4 +19,4 @@ def test_field_rewrites_are_refused_or_run_without_crashing(exported, name):
     """Re-packed with valid checksums, a rewrite may be a different valid program ("changed"),
     but never an exception other than a NeeError."""
     counts = fuzz(exported(name).path, 1000, "fields", seed=11)
-    assert set(counts) <= {"refused", "same", "changed"}, counts
+    assert {k.split(":")[0] for k in counts} <= {"refused", "same", "changed"}, counts

@@ -159,7 +159,20 @@ def _negative_padding(b):
     next(a for a in conv.args if a.name == "padding").ints = [-5, -5]
 
 
+def _weight_in_arena(b):
+    weight = next(t for t in b.tensors if t.storageKind == 1 and t.aliasOf < 0)
+    weight.storageKind, weight.storage = 0, 0
+
+
+def _misaligned_view(b):
+    view = next(t for t in b.tensors if t.aliasOf >= 0 and t.dtype == 0 and t.strides[-1] == 1)
+    view.byteOffset += 2
+    view.shape = [*view.shape[:-1], view.shape[-1] - 1]  # still inside its storage
+
+
 @pytest.mark.parametrize("mutate, message", [
+    (_weight_in_arena, r"tensor layout problem.*buffer 0 is already tensor \d+'s"),
+    (_misaligned_view, r"byte offset \d+ not a multiple of its float32 size"),
     (_huge_arena, r"arena sizes: expected each the size its buffers need.*34359738368 B"),
     (_swap_nodes, r"lifetime problem\(s\): .*outside its buffer's steps"),
     (_zero_stride, r"strides, dilations, groups and kernel sizes >= 1 .*stride=\[0, 0\]"),

@@ -260,7 +260,22 @@ def _read_other_workspace(b):
     arg.tensors = [inside]
 
 
+def _offset_beyond_scratch(b):
+    b.delegates[0].outputOffsets = [b.delegates[0].scratch]
+
+
+def _huge_workspace(b):
+    b.delegates[0].workspace = 1 << 40
+
+
+def _output_in_workspace(b):
+    b.outputs = [next(k for k, t in enumerate(b.tensors) if t.storageKind == StorageKind.Delegate)]
+
+
 @pytest.mark.parametrize("mutate, message", [
+    (_offset_beyond_scratch, r"delegate 0 .*offsets \[\d+\], \[\d+\] inside the \d+ B scratch"),
+    (_huge_workspace, r"delegate 0 .*a workspace of 1099511627776 B, as large as its tensors"),
+    (_output_in_workspace, r"output .*expected an arena tensor or a constant"),
     (_set_payload_segment, r"delegate 0 .*payload"),
     (_drop_call, r"delegate calls: expected one nee::delegate_call per delegate"),
     (_swap_outputs, r"delegate 0 .*call's inputs and outputs"),

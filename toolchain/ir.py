@@ -13,7 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from runtime_py.format import DELEGATE_CALL, contiguous_strides
+from runtime_py.format import (  # noqa: F401  (SCRATCH_ARGS: re-exported for the passes)
+    DELEGATE_CALL,
+    FAST_SCRATCH_ARG,
+    SCRATCH_ARG,
+    SCRATCH_ARGS,
+    contiguous_strides,
+)
 
 
 @dataclass(frozen=True)
@@ -160,6 +166,23 @@ class Graph:
                 found.setdefault(name, []).append(node)
         return found
 
+    def used_tensors(self) -> list[str]:
+        """Tensors the program touches (I/O, node args) plus the roots of the views among them."""
+        used = dict.fromkeys(self.inputs + self.outputs)
+        for node in self.all_nodes() + self.nodes:
+            used.update(dict.fromkeys(n for v in node.args.values() for n in refs(v)))
+        return list(dict.fromkeys([*(self.storage_of(n) for n in used), *used]))
+
+    def constant_roots(self) -> list[str]:
+        """The used constants owning their storage (one bundle segment each)."""
+        return [n for n in self.used_tensors()
+                if self.tensors[n].kind == "const" and not self.tensors[n].view_of]
+
+    def weight_bytes(self) -> int:
+        """Bytes of the constant segments a bundle stores: weights and delegate payloads."""
+        return (sum(self.tensors[n].data.nbytes for n in self.constant_roots())
+                + sum(b.nbytes for d in self.delegates for b in d.payload.values()))
+
     def is_const(self, name: str) -> bool:
         """Whether ``name`` is a constant or a view of one."""
         return self.tensors[self.storage_of(name)].kind == "const"
@@ -192,9 +215,6 @@ def refs(value: Any) -> Iterator[str]:
             yield from refs(item)
 
 
-SCRATCH_ARG = "scratch"  # the planned workspace argument added by passes/add_scratch.py
-FAST_SCRATCH_ARG = "fast_scratch"  # a delegate call's second workspace, in fast memory
-SCRATCH_ARGS = (SCRATCH_ARG, FAST_SCRATCH_ARG)  # workspaces: live during their node only
 
 
 def node_inputs(node: Node) -> list[str]:
