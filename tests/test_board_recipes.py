@@ -160,3 +160,12 @@ def _mode_value(ini: configparser.ConfigParser, mode: str, key: str) -> str:
     if key in section:
         return section[key]
     return _mode_value(ini, section["inherit"].split(".", 1)[1], key)
+
+
+def test_flash_is_a_checked_table(tmp_path):
+    assert _load(tmp_path, VALID + "[flash]\nsize = 4194304\n").flash == 4194304
+    assert _load(tmp_path, VALID).flash is None
+    text = _fails(tmp_path, VALID + "[flash]\nszie = 1\n")
+    assert "flash.szie" in text and "did you mean 'size'" in text and "flash.size" in text
+    assert "flash.size: expected a positive integer (bytes), found 0" in _fails(
+        tmp_path, VALID + "[flash]\nsize = 0\n")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from click.testing import CliRunner
 
 from runtime_py.program import Program
@@ -91,3 +92,28 @@ def test_scratch_limit_shrinks_the_arena_and_keeps_results(exported, tmp_path):
     write_bundle(result, tmp_path / "lean.nee")
     (out,) = Program.load(tmp_path / "lean.nee").run(*ex.inputs)
     np.testing.assert_allclose(out, ex.expected[0], rtol=1e-5, atol=1e-6)
+
+
+def test_weights_beyond_the_boards_dram_are_an_export_error():
+    """32 MiB of float weights on a board with 512 KiB SRAM and 8 MiB DRAM (no flash): the
+    weights share the DRAM with the activations and do not fit."""
+    model = torch.nn.Sequential(torch.nn.Linear(2048, 4096), torch.nn.ReLU()).eval()
+    with pytest.raises(ExportError) as e:
+        export(model, (torch.randn(1, 2048),), board=load_board("cortex-m55-ethos-u55"))
+    text = str(e.value)
+    assert "weights on board cortex-m55-ethos-u55" in text and "dram tier (8388608 B)" in text
+    assert "33570816 B (32.0 MiB) of weights" in text and "--quantize int8" in text
+
+
+@pytest.mark.parametrize(("flash", "fits"), [(1024, False), (1 << 20, True)])
+def test_weights_are_held_against_the_boards_flash(exported, tmp_path, flash, fits):
+    ex = exported("cnn")
+    path = _recipe(tmp_path, 1 << 20, 1 << 20)
+    path.write_text(path.read_text() + f"[flash]\nsize = {flash}\n")
+    board = load_board(str(path))
+    assert board.flash == flash
+    if fits:
+        export(ex.model, ex.torch_inputs, board=board)
+        return
+    with pytest.raises(ExportError, match=r"at most the 1024 B flash, found \d+ B"):
+        export(ex.model, ex.torch_inputs, board=board)

@@ -1,4 +1,4 @@
-"""Board recipes (boards/*.toml): memory tiers, NPU configuration and supported dtypes.
+"""Board recipes (boards/*.toml): memory tiers, flash, NPU configuration and supported dtypes.
 
 The shipped recipes install as the package ``toolchain.recipes`` and are found by name; a
 user's own recipe is given by path. A recipe is checked as a whole: one ExportError lists every
@@ -46,7 +46,7 @@ VELA_DRAM_AXI1_CONFIGS = ("Ethos_U65_Mid_End", "Ethos_U65_High_End", "Ethos_U65_
 VELA_AXI1_ARENA_MODES = ("Dedicated_Sram", "Dedicated_Sram_256KB", "Dedicated_Sram_384KB",
                          "Dedicated_Sram_512KB")
 
-_TOP_KEYS = ("name", "description", "dtypes", "scratch_limit", "memory", "npu")
+_TOP_KEYS = ("name", "description", "dtypes", "scratch_limit", "memory", "flash", "npu")
 _MEMORY_KEYS = ("name", "size")
 _NPU_KEYS = ("target", "system_config", "memory_mode", "clock_mhz")
 _MISSING = object()
@@ -74,6 +74,8 @@ class Board:
     npu: Npu | None
     dtypes: tuple[str, ...]
     scratch_limit: int | None = None  # max workspace bytes a kernel call may ask for
+    flash: int | None = None  # bytes of flash holding the bundle's weights; None: they share
+    # the slowest memory tier with the activations placed there (a Linux board's DRAM)
 
 
 def available_boards() -> list[str]:
@@ -183,8 +185,9 @@ class _Reader:
         limit = self.get(raw, "scratch_limit", "", _is_positive_int, "a positive integer (bytes)",
                          None)
         tiers = self.tiers(raw.get("memory"))
+        flash = self.flash(raw["flash"]) if "flash" in raw else None
         npu = self.npu(raw["npu"], dtypes) if "npu" in raw else None
-        return Board(name, description, tiers, npu, dtypes, limit)
+        return Board(name, description, tiers, npu, dtypes, limit, flash)
 
     def keys(self, table: dict[str, Any], allowed: tuple[str, ...], prefix: str) -> None:
         for key in table:
@@ -243,6 +246,13 @@ class _Reader:
         name = self.get(entry, "name", prefix, _is_name, "a non-empty string")
         size = self.get(entry, "size", prefix, _is_positive_int, "a positive integer (bytes)")
         return None if name is None or size is None else Tier(name, size)
+
+    def flash(self, table: Any) -> int | None:
+        if not isinstance(table, dict):
+            self.note("flash", "a table with the key 'size'", repr(table))
+            return None
+        self.keys(table, ("size",), "flash.")
+        return self.get(table, "size", "flash.", _is_positive_int, "a positive integer (bytes)")
 
     def npu(self, table: Any, dtypes: tuple[str, ...]) -> Npu | None:
         if not isinstance(table, dict):

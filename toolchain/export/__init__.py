@@ -16,7 +16,7 @@ from toolchain.export.capture import export_program, to_graph
 from toolchain.export.names import output_names
 from toolchain.export.result import ExportResult
 from toolchain.ir import Graph
-from toolchain.memory_plan import PlanError, plan_memory, plan_tiers
+from toolchain.memory_plan import Plan, PlanError, plan_memory, plan_tiers
 from toolchain.memory_plan.lifetimes import buffer_requests
 from toolchain.pipeline import run_passes
 from toolchain.quantize.options import Int8Options
@@ -71,6 +71,8 @@ def export(
         raise _plan_failure(graph, board, e) from e
     say("planned memory: " + ", ".join(
         f"{a.tier} {a.size} B (lower bound {a.lower_bound} B)" for a in plan.arenas))
+    if board:
+        _check_weights(graph.weight_bytes(), board, plan)
     producer = f"nee {__version__} (torch {torch.__version__})"
     result = ExportResult(graph, requests, plan, kernel_list(graph), name, producer,
                           board.name if board else "", board.tiers if board else ())
@@ -111,6 +113,24 @@ def _check_npu_sram(graph: Graph, board: Board | None) -> None:
                                for i, b in over),
             "use smaller inputs, a board with more SRAM, or a memory mode that keeps feature "
             "maps in DRAM")
+
+
+def _check_weights(weights: int, board: Board, plan: Plan) -> None:
+    """The weights within the board's flash or, on a board without flash, within its slowest
+    memory tier beside the activations planned there."""
+    if board.flash is not None:
+        room, where = board.flash, f"the {board.flash} B flash"
+    else:
+        tier = board.tiers[-1]
+        used = sum(a.size for a in plan.arenas if a.tier == tier.name)
+        room = tier.capacity - used
+        where = (f"the {room} B of the {tier.name} tier ({tier.capacity} B) left beside "
+                 f"{used} B of activations")
+    if weights > room:
+        raise ExportError(f"weights on board {board.name}", f"at most {where}",
+                          f"{weights} B ({weights / 2**20:.1f} MiB) of weights",
+                          "quantize (--quantize int8), use a smaller model or a board with "
+                          "more memory")
 
 
 def _plan_failure(graph: Graph, board: Board | None, error: PlanError) -> ExportError:

@@ -39,7 +39,7 @@ from runtime_py.format import (
 )
 from toolchain.errors import ExportError
 from toolchain.export.result import ExportResult
-from toolchain.ir import Delegate, Graph, Quant, Ref, Tensor, refs
+from toolchain.ir import Delegate, Graph, Quant, Ref, Tensor
 
 
 def write_bundle(result: ExportResult, path: str | Path) -> int:
@@ -65,9 +65,9 @@ def output_path(path: str | Path) -> Path:
 def _layout(result: ExportResult) -> tuple[BundleT, list[memoryview]]:
     """The bundle tables and the bytes of each constant segment (views of the weights)."""
     graph = result.graph
-    names = _used_tensors(graph)
+    names = graph.used_tensors()
     index = {name: i for i, name in enumerate(names)}
-    roots = [n for n in names if graph.tensors[n].kind == "const" and not graph.tensors[n].view_of]
+    roots = graph.constant_roots()
     consts = {name: i for i, name in enumerate(roots)}  # const root -> segment index
     blobs = [memoryview(np.ascontiguousarray(graph.tensors[n].data)).cast("B") for n in roots]
     payloads = []  # per delegate: payload name -> segment index
@@ -113,15 +113,6 @@ def write_to(file: BinaryIO, bundle: BundleT, blobs: Sequence[bytes | memoryview
         written += file.write(b"\0" * (base + seg.offset - written))
         written += file.write(blob)
     return written + file.write(FOOTER_MAGIC + struct.pack("<I", zlib.crc32(head)))
-
-
-def _used_tensors(graph: Graph) -> list[str]:
-    """Tensors the program touches (IO, node args) plus the roots of the views among them."""
-    used = dict.fromkeys(graph.inputs + graph.outputs)
-    for node in graph.all_nodes() + graph.nodes:
-        used.update(dict.fromkeys(n for v in node.args.values() for n in refs(v)))
-    roots = [graph.storage_of(n) for n in used]
-    return list(dict.fromkeys([*roots, *used]))
 
 
 def _tensor(graph: Graph, t: Tensor, result: ExportResult, index: dict[str, int],
