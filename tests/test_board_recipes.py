@@ -1,6 +1,6 @@
-"""Board recipes as a checked format: NPU recipes carry a valid Npu, every problem of a recipe is
-named by its key in one error, and the Vela names boards.py writes out match the installed
-Vela."""
+"""Board recipes as a checked format: every shipped recipe has a CPU and threads, NPU recipes
+carry a valid Npu, every problem of a recipe is named by its key in one error, and the Vela
+names boards.py writes out match the installed Vela."""
 
 from __future__ import annotations
 
@@ -10,11 +10,13 @@ from importlib import resources
 import pytest
 
 from toolchain.boards import (
+    CPU_ARCHITECTURES,
     VELA_AXI1_ARENA_MODES,
     VELA_DRAM_AXI1_CONFIGS,
     VELA_MEMORY_MODES,
     VELA_SYSTEM_CONFIGS,
     VELA_TARGETS,
+    Cpu,
     Npu,
     available_boards,
     load_board,
@@ -169,3 +171,68 @@ def test_flash_is_a_checked_table(tmp_path):
     assert "flash.szie" in text and "did you mean 'size'" in text and "flash.size" in text
     assert "flash.size: expected a positive integer (bytes), found 0" in _fails(
         tmp_path, VALID + "[flash]\nsize = 0\n")
+
+
+# Boards whose weights live in a flash of their own; the others hold them in DRAM beside the
+# activations (Linux boards, and the Corstone FVPs, which use DDR as their flash).
+FLASH_BOARDS = {"cortex-m55-ethos-u55", "esp32-s3"}
+
+
+@pytest.mark.parametrize("name", available_boards())
+def test_shipped_recipes_have_a_cpu_threads_and_flash_where_the_weights_live(name):
+    board = load_board(name)
+    assert isinstance(board.cpu, Cpu) and board.cpu.architecture in CPU_ARCHITECTURES
+    assert board.cpu.cores > 0 and board.cpu.clock_hz >= 1_000_000
+    assert board.threads is not None and 1 <= board.threads <= board.cpu.cores
+    assert (board.flash is not None) == (name in FLASH_BOARDS)
+
+
+@pytest.mark.parametrize("name", available_boards())
+def test_shipped_recipes_note_their_sources(name):
+    """Each recipe's comments say where its numbers come from, or that they are assumed."""
+    text = (resources.files("toolchain.recipes") / f"{name}.toml").read_text()
+    comments = " ".join(line for line in text.splitlines() if line.lstrip().startswith("#"))
+    assert "[cpu]" in text and "assumed" in comments.lower()
+
+
+def test_a_cpu_and_threads_load_and_may_be_left_out(tmp_path):
+    board = _load(tmp_path, 'threads = 2\n' + VALID
+                  + '[cpu]\narchitecture = "cortex-m55"\ncores = 2\nclock_mhz = 487.5\n')
+    assert board.cpu == Cpu("cortex-m55", 2, 487_500_000) and board.threads == 2
+    board = _load(tmp_path, VALID)
+    assert board.cpu is None and board.threads is None
+    assert _load(tmp_path, "threads = 3\n" + VALID).threads == 3  # no [cpu] to hold it against
+
+
+def test_every_cpu_problem_is_listed_in_one_error(tmp_path):
+    text = ("threads = 0\n" + VALID
+            + '[cpu]\narchitecture = "Cortex-A76"\ncores = 0\nclock_mhz = "fast"\nclok = 1\n')
+    message = _fails(tmp_path, text)
+    lines = [
+        "key threads: expected a positive integer, found 0",
+        "key cpu.clok: expected one of the keys ['architecture', 'cores', 'clock_mhz'], found an "
+        "unknown key; did you mean 'clock_mhz'?",
+        "key cpu.architecture: expected one of ['cortex-m4',",
+        "found 'Cortex-A76'; did you mean 'cortex-a76'?",
+        "key cpu.cores: expected a positive integer, found 0",
+        "key cpu.clock_mhz: expected a positive number (MHz), found 'fast'",
+    ]
+    assert "expected a valid recipe, found 5 problems:" in message
+    assert all(line in message for line in lines), message
+
+
+def test_threads_beyond_the_cores_are_named_beside_other_cpu_problems(tmp_path):
+    text = ("threads = 4\n" + VALID
+            + '[cpu]\narchitecture = "cortex-m5"\ncores = 2\nclock_mhz = 400\n')
+    message = _fails(tmp_path, text)
+    assert "found 2 problems:" in message
+    assert "key cpu.architecture: expected one of" in message and "found 'cortex-m5'" in message
+    assert "key threads: expected a positive integer at most cpu.cores (2), found 4; one " \
+           "thread per core at most" in message
+
+
+def test_cpu_must_be_a_table(tmp_path):
+    message = _fails(tmp_path, VALID.replace('name = "npu-board"',
+                                             'name = "npu-board"\ncpu = "cortex-m55"'))
+    assert "key cpu: expected a table with the keys ['architecture', 'cores', 'clock_mhz'], " \
+           "found 'cortex-m55'" in message

@@ -1,4 +1,5 @@
-"""Board recipes (boards/*.toml): memory tiers, flash, NPU configuration and supported dtypes.
+"""Board recipes (boards/*.toml): CPU, threads, memory tiers, flash, NPU configuration and
+supported dtypes.
 
 The shipped recipes install as the package ``toolchain.recipes`` and are found by name; a
 user's own recipe is given by path. A recipe is checked as a whole: one ExportError lists every
@@ -46,7 +47,15 @@ VELA_DRAM_AXI1_CONFIGS = ("Ethos_U65_Mid_End", "Ethos_U65_High_End", "Ethos_U65_
 VELA_AXI1_ARENA_MODES = ("Dedicated_Sram", "Dedicated_Sram_256KB", "Dedicated_Sram_384KB",
                          "Dedicated_Sram_512KB")
 
-_TOP_KEYS = ("name", "description", "dtypes", "scratch_limit", "memory", "flash", "npu")
+# The CPU cores a recipe may name: Arm's product names, lower case, and Espressif's Xtensa LX7.
+# A closed list so that a typo is an error with the closest name, not a new architecture.
+CPU_ARCHITECTURES = ("cortex-m4", "cortex-m7", "cortex-m33", "cortex-m55", "cortex-m85",
+                     "cortex-a53", "cortex-a55", "cortex-a72", "cortex-a76", "xtensa-lx7",
+                     "x86-64")
+
+_TOP_KEYS = ("name", "description", "dtypes", "scratch_limit", "threads", "cpu", "memory",
+             "flash", "npu")
+_CPU_KEYS = ("architecture", "cores", "clock_mhz")
 _MEMORY_KEYS = ("name", "size")
 _NPU_KEYS = ("target", "system_config", "memory_mode", "clock_mhz")
 _MISSING = object()
@@ -65,8 +74,18 @@ class Npu:
 
 
 @dataclass(frozen=True)
+class Cpu:
+    """The board's application CPU: the cores that run NEE's kernels."""
+
+    architecture: str  # one of CPU_ARCHITECTURES, e.g. "cortex-a76"
+    cores: int
+    clock_hz: int  # the recipe's clock_mhz in Hz
+
+
+@dataclass(frozen=True)
 class Board:
-    """A board recipe: tiers fastest first; ``npu`` is None for a board without an NPU."""
+    """A board recipe: tiers fastest first; ``npu`` is None for a board without an NPU, ``cpu``
+    and ``threads`` None when the recipe does not give them (every shipped recipe has a cpu)."""
 
     name: str
     description: str
@@ -76,6 +95,8 @@ class Board:
     scratch_limit: int | None = None  # max workspace bytes a kernel call may ask for
     flash: int | None = None  # bytes of flash holding the bundle's weights; None: they share
     # the slowest memory tier with the activations placed there (a Linux board's DRAM)
+    cpu: Cpu | None = None
+    threads: int | None = None  # how many threads the runtime should use here; at most cores
 
 
 def available_boards() -> list[str]:
@@ -102,6 +123,80 @@ def load_board(name_or_path: str) -> Board:
     npu = dataclasses.replace(board.npu, sram_tier=board.tiers[0].name,
                               dram_tier=board.tiers[-1].name)
     return dataclasses.replace(board, npu=npu)
+
+
+def recipe_source(name_or_path: str) -> str:
+    """Where the recipe ``load_board(name_or_path)`` reads is: a shipped file or the path."""
+    return str(_source(name_or_path))
+
+
+def size_text(n: int) -> str:
+    """Bytes in the largest binary unit that holds them exactly: 393216 -> '384 KiB'."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale} {unit}"
+    return f"{n} B"
+
+
+def clock_text(hz: int) -> str:
+    mhz = hz / 1e6
+    return f"{mhz / 1000:g} GHz" if mhz >= 1000 else f"{mhz:g} MHz"
+
+
+def board_row(board: Board) -> tuple[str, ...]:
+    """One recipe as ``nee-boards`` lists it: name, CPU, tiers, flash, NPU, dtypes."""
+    cpu = (f"{board.cpu.architecture} {board.cpu.cores}x{clock_text(board.cpu.clock_hz)}"
+           if board.cpu else "-")
+    tiers = ", ".join(f"{t.name} {size_text(t.capacity)}" for t in board.tiers)
+    flash = size_text(board.flash) if board.flash is not None else "-"
+    npu = board.npu.target if board.npu else "-"
+    return board.name, cpu, tiers, flash, npu, ", ".join(board.dtypes)
+
+
+def board_table(boards: list[Board]) -> str:
+    """The rows of ``boards`` under a header, in aligned columns."""
+    rows = [("board", "cpu (cores x clock)", "memory (fastest first)", "flash", "npu",
+             "dtypes"), *(board_row(b) for b in boards)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True))
+                     .rstrip() for row in rows)
+
+
+def describe_board(board: Board, source: str = "") -> str:
+    """Every field of a recipe, one per line."""
+    def both(n: int) -> str:
+        return f"{size_text(n)} ({n} B)"
+
+    cpu = board.cpu
+    width = max(len(t.name) for t in board.tiers) if board.tiers else 0
+    tiers = [f"{t.name.ljust(width)}  {both(t.capacity)}" for t in board.tiers]
+    lines = [
+        ("source", source),
+        ("description", board.description or "-"),
+        ("cpu", f"{cpu.architecture}, {cpu.cores} core{'s' if cpu.cores > 1 else ''} at "
+                f"{clock_text(cpu.clock_hz)}" if cpu else "- (not given)"),
+        ("threads", str(board.threads) if board.threads is not None else "- (not given)"),
+        ("memory", tiers[0] if tiers else "-"),
+        *(("", tier) for tier in tiers[1:]),
+        ("flash", both(board.flash) if board.flash is not None else
+         f"- (the weights share the {board.tiers[-1].name} tier with the activations)"
+         if board.tiers else "-"),
+        ("scratch_limit", both(board.scratch_limit) if board.scratch_limit is not None
+         else "- (none)"),
+    ]
+    npu = board.npu
+    if npu is None:
+        lines.append(("npu", "-"))
+    else:
+        lines += [("npu", npu.target), ("", f"system_config {npu.system_config}"),
+                  ("", f"memory_mode {npu.memory_mode}"),
+                  ("", f"clock {clock_text(npu.clock_hz)}"),
+                  ("", f"SRAM use in {npu.sram_tier}, DRAM use in {npu.dram_tier}")]
+    lines.append(("dtypes", ", ".join(board.dtypes)))
+    key_width = max(len(key) for key, _ in lines)
+    body = [f"  {key.ljust(key_width)}  {value}".rstrip() for key, value in lines
+            if key != "source" or value]
+    return "\n".join([f"board {board.name}", *body])
 
 
 def _source(name_or_path: str) -> Traversable:
@@ -147,8 +242,12 @@ def _recipe_error(source: Traversable, problems: list[_Problem]) -> ExportError:
 
 
 def _did_you_mean(found: Any, options: tuple[str, ...]) -> str:
-    close = difflib.get_close_matches(found, options, n=1) if isinstance(found, str) else []
-    return f"did you mean {close[0]!r}?" if close else ""
+    """The closest of ``options`` to ``found``, ignoring case ('Cortex-A76' -> 'cortex-a76')."""
+    if not isinstance(found, str):
+        return ""
+    by_lower = {o.lower(): o for o in options}
+    close = difflib.get_close_matches(found.lower(), by_lower, n=1)
+    return f"did you mean {by_lower[close[0]]!r}?" if close else ""
 
 
 def _is_text(v: Any) -> bool:
@@ -184,10 +283,12 @@ class _Reader:
         dtypes = self.dtypes(raw.get("dtypes", ["float32"]))
         limit = self.get(raw, "scratch_limit", "", _is_positive_int, "a positive integer (bytes)",
                          None)
+        cpu = self.cpu(raw["cpu"]) if "cpu" in raw else None
+        threads = self.threads(raw)
         tiers = self.tiers(raw.get("memory"))
         flash = self.flash(raw["flash"]) if "flash" in raw else None
         npu = self.npu(raw["npu"], dtypes) if "npu" in raw else None
-        return Board(name, description, tiers, npu, dtypes, limit, flash)
+        return Board(name, description, tiers, npu, dtypes, limit, flash, cpu, threads)
 
     def keys(self, table: dict[str, Any], allowed: tuple[str, ...], prefix: str) -> None:
         for key in table:
@@ -208,12 +309,13 @@ class _Reader:
             return None
         return table[key]
 
-    def choice(self, table: dict[str, Any], key: str, options: tuple[str, ...]) -> str | None:
+    def choice(self, table: dict[str, Any], key: str, options: tuple[str, ...],
+               prefix: str = "npu.") -> str | None:
         """``table[key]`` if it is one of ``options``; else notes the problem and the closest."""
         value = table.get(key, _MISSING)
         if value in options:
             return value
-        self.note(f"npu.{key}", f"one of {list(options)}",
+        self.note(prefix + key, f"one of {list(options)}",
                   "nothing" if value is _MISSING else repr(value), _did_you_mean(value, options))
         return None
 
@@ -227,6 +329,29 @@ class _Reader:
                 self.note(f"dtypes[{i}]", f"a dtype name from {list(DTYPES)}", repr(dtype),
                           _did_you_mean(dtype, DTYPES))
         return tuple(d for d in value if isinstance(d, str) and d in DTYPES)
+
+    def cpu(self, table: Any) -> Cpu | None:
+        if not isinstance(table, dict):
+            self.note("cpu", f"a table with the keys {list(_CPU_KEYS)}", repr(table))
+            return None
+        self.keys(table, _CPU_KEYS, "cpu.")
+        architecture = self.choice(table, "architecture", CPU_ARCHITECTURES, "cpu.")
+        cores = self.get(table, "cores", "cpu.", _is_positive_int, "a positive integer")
+        mhz = self.get(table, "clock_mhz", "cpu.", _is_clock, "a positive number (MHz)")
+        if None in (architecture, cores, mhz):
+            return None
+        return Cpu(architecture, cores, round(mhz * 1e6))
+
+    def threads(self, raw: dict[str, Any]) -> int | None:
+        """``threads``, held against ``cpu.cores`` when those are valid (even if another key of
+        [cpu] is not, so that one error lists both)."""
+        threads = self.get(raw, "threads", "", _is_positive_int, "a positive integer", None)
+        cores = raw["cpu"].get("cores") if isinstance(raw.get("cpu"), dict) else None
+        if threads is not None and _is_positive_int(cores) and threads > cores:
+            self.note("threads", f"a positive integer at most cpu.cores ({cores})",
+                      repr(threads), "one thread per core at most")
+            return None
+        return threads
 
     def tiers(self, entries: Any) -> tuple[Tier, ...]:
         if not (isinstance(entries, list) and entries

@@ -167,3 +167,20 @@ def inspect_main(bundle: str, plan_png: str | None, buffers: bool) -> None:
 
         draw_plan(*plan_requests(loaded), plan_png)
         click.echo(f"wrote {plan_png}")
+
+
+@click.command()
+@version_option
+@click.argument("board", required=False)
+def boards_main(board: str | None) -> None:
+    """List the shipped board recipes, one line each, or show BOARD (a shipped recipe's name or
+    the path to a recipe .toml) in full."""
+    from toolchain.boards import board_table, describe_board, recipe_source
+
+    try:
+        if board is None:
+            click.echo(board_table([load_board(name) for name in available_boards()]))
+        else:
+            click.echo(describe_board(load_board(board), recipe_source(board)))
+    except NeeError as e:
+        raise click.ClickException(str(e)) from e
