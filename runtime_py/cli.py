@@ -16,6 +16,9 @@ from runtime_py import __version__
 from runtime_py.errors import InputError, NeeError
 from runtime_py.format import DELEGATE_CALL, SCHEMA_VERSION
 from runtime_py.program import Program
+from runtime_py.verify import verify as verify_vectors
+
+VERIFY_FAILED = 3  # nee-run --verify: an output beyond the bundle's stored tolerance
 
 # --version on every NEE command: the package's and the bundle schema's versions.
 version_option = click.version_option(
@@ -46,9 +49,18 @@ def _in_existing_folder(ctx: click.Context, param: click.Parameter,
 @click.option("--no-segment-check", is_flag=True,
               help="Skip the CRC-32s of the weights at load (trusted storage; the flatbuffer's "
                    "is still checked).")
+@click.option("--verify", is_flag=True,
+              help="Run the test vectors stored with nee-export --bundle-io instead of inputs; "
+                   f"exit status {VERIFY_FAILED} if an output is beyond the stored tolerance.")
 def main(bundle: str, inputs: tuple[str, ...], random_inputs: bool, output: str | None,
-         profile: bool, repeat: int, no_segment_check: bool) -> None:
+         profile: bool, repeat: int, no_segment_check: bool, verify: bool) -> None:
     """Run BUNDLE with numpy kernels and print its outputs."""
+    if verify:
+        if inputs or random_inputs or output or profile:
+            raise click.UsageError("--verify runs the bundle's own vectors: give no --input, "
+                                   "--random, --output or --profile")
+        _verify(bundle, no_segment_check)
+        return
     try:
         program = Program.load(bundle, verify_segments=not no_segment_check)
         arrays = _random(program) if random_inputs else _read_inputs(inputs, program)
@@ -72,6 +84,20 @@ def main(bundle: str, inputs: tuple[str, ...], random_inputs: bool, output: str 
         click.echo(format_profile(timings))
         if program.partitions:
             click.echo(format_partitions(program, timings))
+
+
+def _verify(bundle: str, no_segment_check: bool) -> None:
+    try:
+        with Program.load(bundle, verify_segments=not no_segment_check) as program:
+            checks = verify_vectors(program)
+    except NeeError as e:
+        raise click.ClickException(str(e)) from e
+    for check in checks:
+        click.echo(str(check))
+    failed = sum(not c.passed for c in checks)
+    click.echo(f"verify: {len(checks) - failed} of {len(checks)} output(s) within tolerance")
+    if failed:
+        raise SystemExit(VERIFY_FAILED)
 
 
 def _read_inputs(paths: tuple[str, ...], program: Program) -> list[np.ndarray]:

@@ -5,6 +5,7 @@ After ``load_bundle`` returns, the executor trusts the bundle and runs without c
 
 from __future__ import annotations
 
+import math
 import mmap
 import re
 import struct
@@ -141,6 +142,7 @@ def _validate(b: LoadedBundle, check_kernels: bool, verify_segments: bool,
     _check_dataflow(b)
     _check_scalars(b)
     _check_kernel_list(b)
+    _check_test_vectors(b)
     if check_kernels:
         _check_kernels_present(b)
 
@@ -549,6 +551,37 @@ def _check_scalars(b: LoadedBundle) -> None:
     if bad:
         raise _fail(b, "operator arguments", "strides, dilations, groups and kernel sizes >= 1 "
                     "and paddings >= 0", "; ".join(bad[:8]))
+
+
+def _check_test_vectors(b: LoadedBundle) -> None:
+    """Each bundled test vector: one segment per program input and output, holding exactly that
+    tensor's bytes, and a finite non-negative tolerance (all problems listed)."""
+    tensors, segments = b.bundle.tensors or [], b.bundle.segments or []
+    problems = []
+    for i, v in enumerate(b.bundle.testVectors or []):
+        for role, io, found in (("input", ints(b.bundle.inputs), ints(v.inputs)),
+                                ("output", ints(b.bundle.outputs), ints(v.outputs))):
+            if len(found) != len(io):
+                problems.append(f"vector {i}: {len(found)} {role} segment(s) for {len(io)} "
+                                f"{role}(s)")
+                continue
+            problems += [f"vector {i} {role} {j}: segment {k} of {_size(segments, k)} bytes "
+                         f"for {_nbytes(tensors[t])}" for j, (t, k) in enumerate(zip(
+                             io, found, strict=True)) if _size(segments, k) != _nbytes(tensors[t])]
+        if not (math.isfinite(v.rtol) and math.isfinite(v.atol) and v.rtol >= 0 <= v.atol):
+            problems.append(f"vector {i}: tolerance rtol {v.rtol}, atol {v.atol}")
+    if problems:
+        raise _fail(b, f"{len(problems)} test vector problem(s)", "one segment of the tensor's "
+                    "bytes per program input and output, finite tolerances >= 0",
+                    "; ".join(problems[:8]))
+
+
+def _size(segments: list, k: int) -> int | None:
+    return segments[k].size if k < len(segments) else None
+
+
+def _nbytes(t: Any) -> int:
+    return math.prod(ints(t.shape)) * np.dtype(DTYPES[t.dtype]).itemsize
 
 
 def kernel_list(b: LoadedBundle) -> list[tuple[str, str]]:

@@ -256,7 +256,7 @@ class Program:
                                if a.name == key), None) for key in ("scratch", "fast_scratch"))
         partition = Partition(
             index, d.backend, d.target, {kv.key: kv.value for kv in d.compileSpecs or []},
-            {p.name: self._segment(p.segment) for p in d.payload or []},
+            {p.name: self.segment(p.segment) for p in d.payload or []},
             [self.tensors[k] for k in ints(d.inputs)], [self.tensors[k] for k in ints(d.outputs)],
             ints(d.inputOffsets), ints(d.outputOffsets), scratch, fast,
             _estimate(d.estimate), functools.partial(self._reference, index))
@@ -276,7 +276,8 @@ class Program:
                     self.tensors[k] = self._view(t)
         return [self._bind(node).run for node in d.nodes or []]
 
-    def _segment(self, index: int) -> np.ndarray:
+    def segment(self, index: int) -> np.ndarray:
+        """Constant segment ``index``: a read-only uint8 view of the mapped file."""
         seg = self.loaded.bundle.segments[index]
         return np.frombuffer(self.loaded.data, np.uint8, seg.size,
                              self.loaded.segment_base + seg.offset)

@@ -291,8 +291,33 @@ class Bundle(object):
         o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(30))
         return o == 0
 
+    # Bundle
+    def TestVectors(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(32))
+        if o != 0:
+            x = self._tab.Vector(o)
+            x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
+            x = self._tab.Indirect(x)
+            from runtime_py.fbs.TestVector import TestVector
+            obj = TestVector()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+    # Bundle
+    def TestVectorsLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(32))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Bundle
+    def TestVectorsIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(32))
+        return o == 0
+
 def BundleStart(builder):
-    builder.StartObject(14)
+    builder.StartObject(15)
 
 def Start(builder):
     BundleStart(builder)
@@ -435,6 +460,18 @@ def BundleStartDelegatesVector(builder, numElems):
 def StartDelegatesVector(builder, numElems):
     return BundleStartDelegatesVector(builder, numElems)
 
+def BundleAddTestVectors(builder, testVectors):
+    builder.PrependUOffsetTRelativeSlot(14, flatbuffers.number_types.UOffsetTFlags.py_type(testVectors), 0)
+
+def AddTestVectors(builder, testVectors):
+    BundleAddTestVectors(builder, testVectors)
+
+def BundleStartTestVectorsVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def StartTestVectorsVector(builder, numElems):
+    return BundleStartTestVectorsVector(builder, numElems)
+
 def BundleEnd(builder):
     return builder.EndObject()
 
@@ -448,6 +485,7 @@ import runtime_py.fbs.MemoryPlan
 import runtime_py.fbs.Node
 import runtime_py.fbs.Segment
 import runtime_py.fbs.Tensor
+import runtime_py.fbs.TestVector
 try:
     from typing import List, Optional
 except:
@@ -472,6 +510,7 @@ class BundleT(object):
         outputNames = None,
         accuracy = None,
         delegates = None,
+        testVectors = None,
     ):
         self.schemaVersion = schemaVersion  # type: int
         self.producer = producer  # type: Optional[str]
@@ -487,6 +526,7 @@ class BundleT(object):
         self.outputNames = outputNames  # type: Optional[List[Optional[str]]]
         self.accuracy = accuracy  # type: Optional[List[runtime_py.fbs.Accuracy.AccuracyT]]
         self.delegates = delegates  # type: Optional[List[runtime_py.fbs.Delegate.DelegateT]]
+        self.testVectors = testVectors  # type: Optional[List[runtime_py.fbs.TestVector.TestVectorT]]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -587,6 +627,14 @@ class BundleT(object):
                 else:
                     delegate_ = runtime_py.fbs.Delegate.DelegateT.InitFromObj(bundle.Delegates(i))
                     self.delegates.append(delegate_)
+        if not bundle.TestVectorsIsNone():
+            self.testVectors = []
+            for i in range(bundle.TestVectorsLength()):
+                if bundle.TestVectors(i) is None:
+                    self.testVectors.append(None)
+                else:
+                    testVector_ = runtime_py.fbs.TestVector.TestVectorT.InitFromObj(bundle.TestVectors(i))
+                    self.testVectors.append(testVector_)
 
     # BundleT
     def Pack(self, builder):
@@ -670,6 +718,14 @@ class BundleT(object):
             for i in reversed(range(len(self.delegates))):
                 builder.PrependUOffsetTRelative(delegateslist[i])
             delegates = builder.EndVector()
+        if self.testVectors is not None:
+            testVectorslist = []
+            for i in range(len(self.testVectors)):
+                testVectorslist.append(self.testVectors[i].Pack(builder))
+            BundleStartTestVectorsVector(builder, len(self.testVectors))
+            for i in reversed(range(len(self.testVectors))):
+                builder.PrependUOffsetTRelative(testVectorslist[i])
+            testVectors = builder.EndVector()
         BundleStart(builder)
         BundleAddSchemaVersion(builder, self.schemaVersion)
         if self.producer is not None:
@@ -698,5 +754,7 @@ class BundleT(object):
             BundleAddAccuracy(builder, accuracy)
         if self.delegates is not None:
             BundleAddDelegates(builder, delegates)
+        if self.testVectors is not None:
+            BundleAddTestVectors(builder, testVectors)
         bundle = BundleEnd(builder)
         return bundle

@@ -11,7 +11,7 @@ import torch
 
 from toolchain import __version__
 from toolchain.boards import Board
-from toolchain.errors import ExportError
+from toolchain.errors import OverBudgetError
 from toolchain.export.capture import export_program, to_graph
 from toolchain.export.names import output_names
 from toolchain.export.result import ExportResult
@@ -38,11 +38,13 @@ def export(
     quantize: Int8Options | None = None,
     npu: bool = True,
     cpu_fallback: bool = True,
+    bundle_io: bool = False,
 ) -> ExportResult:
     """Export ``model`` traced with ``example_inputs`` into a plan-complete program; with
     ``quantize``, calibrated and converted to int8 first, and its accuracy measured. With a
     board that has an NPU (and ``npu``), the calls it takes are compiled into delegated
-    partitions; ``cpu_fallback`` lets a runtime without that backend run them on its CPU."""
+    partitions; ``cpu_fallback`` lets a runtime without that backend run them on its CPU.
+    ``bundle_io`` stores the example inputs and the model's outputs for ``nee-run --verify``."""
     say = _stage_timer(progress)
     traced = model
     if quantize is not None:
@@ -76,15 +78,21 @@ def export(
     producer = f"nee {__version__} (torch {torch.__version__})"
     result = ExportResult(graph, requests, plan, kernel_list(graph), name, producer,
                           board.name if board else "", board.tiers if board else ())
-    if quantize is None:
-        return result
-    from toolchain.quantize.accuracy import measure
+    if quantize is not None:
+        from toolchain.quantize.accuracy import measure
 
-    held_out = bool(quantize.evaluation)
-    accuracy = measure(model, result, quantize.evaluation or [example_inputs], held_out)
-    for line in accuracy:
-        say(f"int8 accuracy: {line}")
-    return dataclasses.replace(result, accuracy=accuracy)
+        held_out = bool(quantize.evaluation)
+        accuracy = measure(model, result, quantize.evaluation or [example_inputs], held_out)
+        for line in accuracy:
+            say(f"int8 accuracy: {line}")
+        result = dataclasses.replace(result, accuracy=accuracy)
+    if bundle_io:
+        from toolchain.export.bundle_io import bundled_vectors
+
+        vectors = bundled_vectors(model, result, [example_inputs])
+        say(f"bundled {len(vectors)} test vector(s), atol {vectors[0].atol:.3g}")
+        result = dataclasses.replace(result, vectors=vectors)
+    return result
 
 
 def _stage_timer(progress: Progress | None) -> Progress:
@@ -106,7 +114,7 @@ def _check_npu_sram(graph: Graph, board: Board | None) -> None:
     over = [(i, d.estimate.sram_bytes) for i, d in enumerate(graph.delegates)
             if d.estimate.sram_bytes > tier.capacity]
     if over:
-        raise ExportError(
+        raise OverBudgetError(
             f"NPU partitions on board {board.name}",
             f"each within the {tier.name} tier of {tier.capacity} B ({tier.capacity / 1024:.0f} "
             "KiB)", "; ".join(f"partition {i} needs {b} B ({b / 1024:.0f} KiB) of SRAM (Vela)"
@@ -127,18 +135,18 @@ def _check_weights(weights: int, board: Board, plan: Plan) -> None:
         where = (f"the {room} B of the {tier.name} tier ({tier.capacity} B) left beside "
                  f"{used} B of activations")
     if weights > room:
-        raise ExportError(f"weights on board {board.name}", f"at most {where}",
+        raise OverBudgetError(f"weights on board {board.name}", f"at most {where}",
                           f"{weights} B ({weights / 2**20:.1f} MiB) of weights",
                           "quantize (--quantize int8), use a smaller model or a board with "
                           "more memory")
 
 
-def _plan_failure(graph: Graph, board: Board | None, error: PlanError) -> ExportError:
+def _plan_failure(graph: Graph, board: Board | None, error: PlanError) -> OverBudgetError:
     step, where = error.peak_step, ""
     if step is not None and 0 <= step < len(graph.nodes):
         node = graph.nodes[step]
         where = f"; live set peaks at step {step} ({node.op} at {node.source or '?'})"
-    return ExportError(
+    return OverBudgetError(
         f"memory plan for board {board.name if board else '-'}",
         "the activations to fit the board's memory tiers",
         f"{error}{where}",

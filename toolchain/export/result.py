@@ -5,8 +5,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from toolchain.ir import Graph
 from toolchain.memory_plan.types import BufferRequest, Plan, Tier
+
+
+@dataclass(frozen=True)
+class BundledVector:
+    """Example inputs and the model's outputs on them (``--bundle-io``), with the tolerance a
+    run of the bundle must meet: every element within ``atol + rtol * |want|``."""
+
+    inputs: tuple[np.ndarray, ...]
+    outputs: tuple[np.ndarray, ...]
+    rtol: float
+    atol: float
 
 
 @dataclass(frozen=True)
@@ -22,6 +35,7 @@ class ExportResult:
     board: str = ""
     tiers: tuple[Tier, ...] = ()
     accuracy: tuple[Any, ...] = ()  # toolchain.quantize.accuracy.OutputAccuracy per output
+    vectors: tuple[BundledVector, ...] = ()  # stored for ``nee-run --verify``
     buffer_index: dict[str, int] = field(init=False)
 
     def __post_init__(self) -> None:

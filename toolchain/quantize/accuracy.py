@@ -8,17 +8,14 @@ there are none the example inputs are used and the report says they were not hel
 from __future__ import annotations
 
 import math
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from torch.utils._pytree import tree_leaves
 
-from runtime_py.program import Program
 from toolchain.export.result import ExportResult
 
 
@@ -41,26 +38,23 @@ class OutputAccuracy:
 def measure(model: torch.nn.Module, result: ExportResult, samples: Sequence[tuple[Any, ...]],
             held_out: bool) -> tuple[OutputAccuracy, ...]:
     """Run ``result`` (written to a temporary bundle) and ``model`` on ``samples``."""
-    from toolchain.serialize.bundle import write_bundle
+    from toolchain.serialize.bundle import host_outputs
 
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "quantized.nee"
-        write_bundle(result, path)
-        program = Program.load(path)
-        pairs = [(_reference(model, s), [o.copy() for o in program.run(*_numpy(s))])
-                 for s in samples]
-    names = [s.name for s in program.outputs]
+    names, outs = host_outputs(result, [numpy_inputs(s) for s in samples])
+    pairs = [(reference_outputs(model, s), out) for s, out in zip(samples, outs, strict=True)]
     return tuple(_accuracy(name, [(ref[i], out[i]) for ref, out in pairs], held_out)
                  for i, name in enumerate(names))
 
 
-def _reference(model: torch.nn.Module, sample: tuple[Any, ...]) -> list[np.ndarray]:
+def reference_outputs(model: torch.nn.Module, sample: tuple[Any, ...]) -> list[np.ndarray]:
+    """The model's tensor outputs on ``sample`` (torch eager, no autograd), as numpy."""
     with torch.no_grad():
         leaves = tree_leaves(model(*sample))
     return [t.numpy() for t in leaves if isinstance(t, torch.Tensor)]
 
 
-def _numpy(sample: tuple[Any, ...]) -> list[np.ndarray]:
+def numpy_inputs(sample: tuple[Any, ...]) -> list[np.ndarray]:
+    """The tensors of ``sample`` as numpy arrays (the program's inputs)."""
     return [t.numpy() for t in sample if isinstance(t, torch.Tensor)]
 
 

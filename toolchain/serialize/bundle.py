@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+import tempfile
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,6 +29,7 @@ from runtime_py.fbs.Quantization import QuantizationT
 from runtime_py.fbs.Segment import SegmentT
 from runtime_py.fbs.StorageKind import StorageKind
 from runtime_py.fbs.Tensor import TensorT
+from runtime_py.fbs.TestVector import TestVectorT
 from runtime_py.format import (
     DTYPE_CODES,
     FILE_IDENTIFIER,
@@ -37,8 +39,9 @@ from runtime_py.format import (
     align,
     segment_base,
 )
+from runtime_py.program import Program
 from toolchain.errors import ExportError
-from toolchain.export.result import ExportResult
+from toolchain.export.result import BundledVector, ExportResult
 from toolchain.ir import Delegate, Graph, Quant, Ref, Tensor
 
 
@@ -51,6 +54,17 @@ def write_bundle(result: ExportResult, path: str | Path) -> int:
         size = write_to(file, *_layout(result))
     tmp.replace(path)
     return size
+
+
+def host_outputs(result: ExportResult, samples: Sequence[Sequence[np.ndarray]]
+                 ) -> tuple[list[str], list[list[np.ndarray]]]:
+    """Write ``result`` to a temporary bundle and run it with the runtime on each sample: the
+    output names and each sample's outputs (copies)."""
+    with tempfile.TemporaryDirectory() as folder:
+        write_bundle(result, Path(folder) / "host.nee")
+        with Program.load(Path(folder) / "host.nee") as program:
+            outs = [[o.copy() for o in program.run(*sample)] for sample in samples]
+            return [s.name for s in program.outputs], outs
 
 
 def output_path(path: str | Path) -> Path:
@@ -74,6 +88,12 @@ def _layout(result: ExportResult) -> tuple[BundleT, list[memoryview]]:
     for d in graph.delegates:
         payloads.append({name: len(blobs) + i for i, name in enumerate(d.payload)})
         blobs += [memoryview(np.ascontiguousarray(b)).cast("B") for b in d.payload.values()]
+    vectors = []  # per bundled vector: its inputs' and outputs' segment indices
+    for v in result.vectors:
+        arrays = [*v.inputs, *v.outputs]
+        first = len(blobs)
+        blobs += [memoryview(np.ascontiguousarray(a)).cast("B") for a in arrays]
+        vectors.append(_vector(v, list(range(first, first + len(arrays)))))
     segments, offset = [], 0
     for blob in blobs:
         segments.append(SegmentT(offset=offset, size=blob.nbytes, crc32=zlib.crc32(blob)))
@@ -97,8 +117,15 @@ def _layout(result: ExportResult) -> tuple[BundleT, list[memoryview]]:
         accuracy=[AccuracyT(output=a.output, sqnrDb=a.sqnr_db, maxAbsError=a.max_abs_error,
                             samples=a.samples, heldOut=a.held_out)
                   for a in result.accuracy] or None,
+        testVectors=vectors or None,
     )
     return bundle, blobs
+
+
+def _vector(v: BundledVector, segments: list[int]) -> TestVectorT:
+    split = len(v.inputs)
+    return TestVectorT(inputs=segments[:split], outputs=segments[split:], rtol=v.rtol,
+                       atol=v.atol)
 
 
 def write_to(file: BinaryIO, bundle: BundleT, blobs: Sequence[bytes | memoryview]) -> int:

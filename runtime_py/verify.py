@@ -1,0 +1,60 @@
+"""``nee-run --verify``: run the test vectors a bundle carries (``nee-export --bundle-io``) and
+hold the outputs against the model's, within the stored tolerance."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from runtime_py.errors import BundleError
+from runtime_py.program import Program
+
+
+@dataclass(frozen=True)
+class OutputCheck:
+    """One output of one vector: its largest error and whether every element was within
+    ``atol + rtol * |want|``."""
+
+    vector: int
+    output: str
+    max_abs_error: float
+    atol: float
+    rtol: float
+    passed: bool
+
+    def __str__(self) -> str:
+        verdict = "ok" if self.passed else "MISMATCH"
+        return (f"vector {self.vector} {self.output}: max |error| {self.max_abs_error:.3g} "
+                f"(allowed {self.atol:.3g} + {self.rtol:.3g} * |want|) {verdict}")
+
+
+def verify(program: Program) -> list[OutputCheck]:
+    """Run every bundled vector; one check per output. BundleError if there are none."""
+    vectors = program.loaded.bundle.testVectors or []
+    if not vectors:
+        raise BundleError(f"{program.path}: test vectors", "vectors stored at export",
+                          "none", "export with nee-export --bundle-io")
+    checks = []
+    for i, v in enumerate(vectors):
+        inputs = [_array(program, k, s.shape, s.dtype) for k, s in zip(v.inputs, program.inputs,
+                                                                         strict=True)]
+        got = program.run(*inputs)
+        for spec, g, k in zip(program.outputs, got, v.outputs, strict=True):
+            want = _array(program, k, spec.shape, spec.dtype)
+            checks.append(_check(i, spec.name, g, want, v.rtol, v.atol))
+    return checks
+
+
+def _array(program: Program, segment: int, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    return program.segment(int(segment)).view(dtype).reshape(shape)
+
+
+def _check(i: int, name: str, got: np.ndarray, want: np.ndarray, rtol: float,
+           atol: float) -> OutputCheck:
+    error = np.abs(got.astype(np.float64) - want.astype(np.float64))
+    both_nan = np.isnan(error) & np.isnan(got.astype(np.float64)) & np.isnan(
+        want.astype(np.float64))
+    within = (error <= atol + rtol * np.abs(want.astype(np.float64))) | both_nan
+    worst = float(np.max(np.where(both_nan, 0.0, error), initial=0.0))
+    return OutputCheck(i, name, worst, atol, rtol, bool(within.all()))
