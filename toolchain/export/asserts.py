@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from toolchain.errors import ExportError
+from toolchain.errors import UnsupportedModelError
 from toolchain.export.source import source_line
 
 aten = torch.ops.aten
@@ -38,7 +38,7 @@ def check_tensor_metadata(fx_node: torch.fx.Node) -> None:
     for key, expected, found in (("dtype", args.get("dtype"), val.dtype),
                                  ("size", size and [int(s) for s in size], list(val.shape))):
         if expected is not None and expected != found:
-            raise ExportError(_where(fx_node), f"{key} {expected}", f"{key} {found}",
+            raise UnsupportedModelError(_where(fx_node), f"{key} {expected}", f"{key} {found}",
                               "the model asserts a tensor property that does not hold")
 
 
@@ -48,7 +48,7 @@ def check_scalar(fx_node: torch.fx.Node) -> None:
     cond = args["self"]
     value = cond.meta.get("val") if isinstance(cond, torch.fx.Node) else cond
     if isinstance(value, bool) and not value:
-        raise ExportError(_where(fx_node), "the asserted condition to hold",
+        raise UnsupportedModelError(_where(fx_node), "the asserted condition to hold",
                           f"it fails: {args.get('assert_msg', '')}",
                           "the example inputs violate a check in the model")
 

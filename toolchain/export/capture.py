@@ -21,7 +21,7 @@ import torch
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 
-from toolchain.errors import ExportError
+from toolchain.errors import ExportError, UnsupportedModelError
 from toolchain.export.asserts import RUNTIME_ASSERTS
 from toolchain.export.names import leaf_names
 from toolchain.export.out_variant import canonical_name
@@ -60,7 +60,7 @@ _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
 def numpy_dtype(dtype: torch.dtype, where: str) -> str:
     """The numpy name of a torch dtype, or a clear error naming ``where`` it appeared."""
     if dtype not in _DTYPES:
-        raise ExportError(
+        raise UnsupportedModelError(
             where, f"a dtype in {sorted(_DTYPES.values())}", str(dtype), "cast the model first"
         )
     return _DTYPES[dtype]
@@ -100,7 +100,7 @@ def _reported(model: torch.nn.Module, step: Callable[[], ExportedProgram]) -> Ex
         hint = next((h for pattern, h in _EXPORT_HINTS if re.search(pattern, first)),
                     "run the model eagerly on the same inputs first; see the torch.export docs "
                     "on graph breaks and dynamic control flow")
-        raise ExportError(
+        raise UnsupportedModelError(
             f"torch.export of {type(model).__name__}", "a model traceable with its example inputs",
             f"{type(e).__name__}: {first}", hint,
         ) from e
@@ -174,7 +174,7 @@ def _refuse_mutations(ep: ExportedProgram) -> None:
                if spec.kind in (OutputKind.BUFFER_MUTATION, OutputKind.USER_INPUT_MUTATION,
                                 OutputKind.PARAMETER_MUTATION)]
     if mutated:
-        raise ExportError("model forward()", "no in-place update of buffers or inputs",
+        raise UnsupportedModelError("model forward()", "no in-place update of buffers or inputs",
                           f"updates of {', '.join(mutated)}",
                           "return the new values as outputs instead of writing them in place")
 
@@ -216,9 +216,10 @@ def _static(fx_node: torch.fx.Node, val: Any) -> int | float | bool:
 
 def _tensor(name: str, val: Any, kind: str) -> Tensor:
     if not isinstance(val, torch.Tensor):
-        raise ExportError(name, "a tensor value", type(val).__name__, "only tensor IO is supported")
+        raise UnsupportedModelError(name, "a tensor value", type(val).__name__,
+                                    "only tensor IO is supported")
     if any(isinstance(s, torch.SymInt) for s in val.shape):
-        raise ExportError(name, "a static shape", f"symbolic shape {tuple(val.shape)}",
+        raise UnsupportedModelError(name, "a static shape", f"symbolic shape {tuple(val.shape)}",
                           "export with static example inputs (no dynamic_shapes)")
     shape = tuple(int(s) for s in val.shape)
     return Tensor(name, shape, numpy_dtype(val.dtype, name), kind)
@@ -279,9 +280,10 @@ def _outputs(fx_node: torch.fx.Node, values: dict[torch.fx.Node, Any],
             tensors.append(value.name)
             kept.append(name)
         elif not isinstance(value, (*_STATIC, type(None))):
-            raise ExportError(f"model output {name}", "tensors (or constants, which are dropped)",
-                              repr(v), "return tensors from forward()")
+            raise UnsupportedModelError(f"model output {name}",
+                                        "tensors (or constants, which are dropped)", repr(v),
+                                        "return tensors from forward()")
     if not tensors:
-        raise ExportError("model outputs", "at least one tensor", "none",
+        raise UnsupportedModelError("model outputs", "at least one tensor", "none",
                           "return a tensor or a tuple of tensors from forward()")
     return tensors, kept

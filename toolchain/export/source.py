@@ -6,7 +6,7 @@ import re
 
 import torch
 
-from toolchain.errors import ExportError
+from toolchain.errors import UnsupportedModelError
 
 
 def source_line(node: torch.fx.Node) -> str:
@@ -27,8 +27,9 @@ def high_level_call(node: torch.fx.Node) -> str:
     return torch_fn[1].rpartition(".")[2] if torch_fn else ""
 
 
-def node_error(fx_node: torch.fx.Node, expected: str, found: str, hint: str) -> ExportError:
-    """An ExportError naming ``fx_node``, its target and its model source line."""
+def node_error(fx_node: torch.fx.Node, expected: str, found: str,
+               hint: str) -> UnsupportedModelError:
+    """An UnsupportedModelError naming ``fx_node``, its target and its model source line."""
     target = getattr(fx_node.target, "__name__", str(fx_node.target))
     where = f"node {fx_node.name} ({target}) at {source_line(fx_node) or '<unknown source>'}"
-    return ExportError(where, expected, found, hint)
+    return UnsupportedModelError(where, expected, found, hint)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from runtime_py.kernels import KERNELS
-from toolchain.errors import ExportError
+from toolchain.errors import UnsupportedModelError
 from toolchain.ir import Graph, Node
 
 SHOWN_SOURCES = 3  # source lines listed per unsupported op
@@ -84,7 +84,7 @@ def check_supported(graph: Graph) -> Graph:
             groups.setdefault(problem, []).append(node)
     if groups:
         lines = [line for problem, nodes in groups.items() for line in group_lines(problem, nodes)]
-        raise ExportError(
+        raise UnsupportedModelError(
             f"{sum(map(len, groups.values()))} operator call(s) of {len(groups)} kind(s)",
             "a NEE runtime kernel for each op, dtype and argument",
             "unsupported calls:\n" + "\n".join(lines) + "\n",
