@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from runtime_py import __version__
 from runtime_py.cli import main as run_main
 from runtime_py.format import SCHEMA_VERSION
-from toolchain.cli import export_main, inspect_main
+from toolchain.cli import boards_main, export_main, inspect_main
 from toolchain.memory_plan.cli import main as plan_main
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -68,7 +68,7 @@ def test_untraceable_model_and_bad_output_dir_are_clean_errors(tmp_path):
     )
     runner = CliRunner()
     done = runner.invoke(export_main, [f"{source}:Model", "-o", str(tmp_path / "b.nee")])
-    assert done.exit_code == 1 and "torch.export of Model" in done.output
+    assert done.exit_code == 3 and "torch.export of Model" in done.output  # unsupported
     done = runner.invoke(export_main, [f"{EXAMPLES}/mlp.py:Model", "-o",
                                        str(tmp_path / "missing" / "m.nee")])
     assert done.exit_code == 1 and "existing directory" in done.output
@@ -86,7 +86,8 @@ def test_inspect_draws_the_plan_and_run_takes_random_inputs(tmp_path, exported):
     assert "over 3 run(s)" in done.output
 
 
-@pytest.mark.parametrize("command", [export_main, inspect_main, run_main, plan_main])
+@pytest.mark.parametrize("command", [export_main, inspect_main, run_main, plan_main,
+                                     boards_main])
 def test_every_command_prints_nee_and_schema_versions(command):
     done = CliRunner().invoke(command, ["--version"])
     assert done.exit_code == 0

@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +17,31 @@ from runtime_py.cli import version_option
 from runtime_py.errors import NeeError
 from runtime_py.loader import load_bundle
 from toolchain.boards import available_boards, load_board
-from toolchain.errors import ExportError
+from toolchain.errors import ExportError, OverBudgetError, UnsupportedModelError
 from toolchain.inspect import describe, plan_requests
 from toolchain.modules import load_file
 from toolchain.quantize.options import OBSERVERS, ROUNDINGS, Int8Options, split_samples
 from toolchain.quantize.samples import read_samples
+from toolchain.report import Gate, bundle_report, checked, write_report
+
+BYTE_UNITS = {"": 1, "B": 1, "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "KB": 1000,
+              "MB": 1000 ** 2, "GB": 1000 ** 3}
+
+
+class ByteSize(click.ParamType):
+    """A byte count: an integer, optionally with a unit (512KiB, 8MiB, 2GiB, 100kB, 4MB)."""
+
+    name = "bytes"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        match = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", str(value))
+        unit = match and match.group(2).upper()
+        if not match or unit not in BYTE_UNITS:
+            self.fail(f"{value!r} is not a byte count like 4096, 512KiB or 8MiB", param, ctx)
+        return int(match.group(1)) * BYTE_UNITS[unit]
 
 
 @click.command()
@@ -58,35 +80,116 @@ from toolchain.quantize.samples import read_samples
                    "Vela: pip install 'nee[npu]'). Off with --format tflite.")
 @click.option("--cpu-fallback/--no-cpu-fallback", default=True, show_default=True,
               help="Let a runtime without the NPU backend run the partitions on its CPU.")
+@click.option("--bundle-io", is_flag=True,
+              help="Store the example inputs and the model's outputs in the bundle, for "
+                   "nee-run --verify on the device.")
+@click.option("--report", type=click.Path(dir_okay=False),
+              help="Write a JSON report (arenas vs capacity and lower bound, bundle and weight "
+                   "bytes, kernels, partitions, int8 SQNR, export time, gates), also on failure.")
+@click.option("--max-arena", type=ByteSize(), help="Gate: total arena bytes (e.g. 512KiB).")
+@click.option("--max-weights", type=ByteSize(), help="Gate: bytes of weights and payloads.")
+@click.option("--max-bundle", type=ByteSize(), help="Gate: bytes of the bundle file.")
+@click.option("--min-sqnr", type=float, help="Gate: dB, every output's int8 SQNR (--quantize).")
 def export_main(target: str, output: str, example_inputs: tuple[str, ...], board: str | None,
                 planner: str, time_limit: float, name: str | None, quantize: str | None,
                 calibration: str | None, observer: str, rounding: str, fmt: str, npu: bool,
-                cpu_fallback: bool) -> None:
+                cpu_fallback: bool, bundle_io: bool, report: str | None,
+                **limits: float | None) -> None:
     """Export TARGET (``path/to/file.py:Model`` or ``package.module:factory``) to a bundle or
-    a .tflite model."""
+    a .tflite model.
+
+    Exit status: 0 exported (and every gate passed); 1 a bad option value, input file or
+    other error; 2 usage; 3 the model uses what NEE cannot export; 4 over budget (the board's
+    memory, flash or NPU SRAM, or a gate: the bundle is still written)."""
     require_extra("torch", "nee-export")
+    gates = [Gate(GATE_OPTIONS[key], limit) for key, limit in limits.items() if limit is not None]
+    if fmt != "nee" and (report or gates or bundle_io):
+        raise click.UsageError("--report, --bundle-io and the gates need --format nee")
+    if limits["min_sqnr"] is not None and not quantize:
+        raise click.UsageError("--min-sqnr gates an int8 export: add --quantize int8")
+    start = time.perf_counter()
+    try:
+        result, size = _export(target, output, example_inputs, board, planner, time_limit, name,
+                               quantize, calibration, observer, rounding, fmt, npu,
+                               cpu_fallback, bundle_io)
+    except NeeError as e:
+        code = _exit_status(e)
+        if report:
+            write_report(report, STATUS[code], code, time.perf_counter() - start, error=str(e))
+        raise ExportFailed(str(e), code) from e
+    detail = ("TFLite flatbuffer" if fmt == "tflite" else
+              f"{len(result.graph.nodes)} ops, {len(result.kernels)} kernels")
+    click.echo(f"wrote {output} ({size} bytes, {detail})")
+    if fmt == "nee" and (report or gates):
+        _gate(output, report, gates, time.perf_counter() - start)
+
+
+def _export(target: str, output: str, example_inputs: tuple[str, ...], board: str | None,
+            planner: str, time_limit: float, name: str | None, quantize: str | None,
+            calibration: str | None, observer: str, rounding: str, fmt: str, npu: bool,
+            cpu_fallback: bool, bundle_io: bool) -> tuple[Any, int]:
+    """Export and write; the result and the bytes written."""
     from toolchain.export import export
     from toolchain.serialize.bundle import write_bundle
     from toolchain.serialize.tflite_program import write_tflite
 
-    try:
-        module, factory = _load_target(target)
-        model = factory()
-        inputs = _example_inputs(module, example_inputs, target)
-        ref = target.rpartition(":")[0]
-        default_name = Path(ref).stem if ref.endswith(".py") else ref.rpartition(".")[2]
-        int8 = (_int8_options(module, model, calibration, observer, rounding, target)
-                if quantize else None)
-        result = export(model, inputs, name=name or default_name,
-                        board=load_board(board) if board else None, planner=planner,
-                        time_limit=time_limit, progress=lambda m: click.echo(m, err=True),
-                        quantize=int8, npu=npu and fmt == "nee", cpu_fallback=cpu_fallback)
-        size = (write_tflite if fmt == "tflite" else write_bundle)(result, output)
-    except NeeError as e:
-        raise click.ClickException(str(e)) from e
-    detail = ("TFLite flatbuffer" if fmt == "tflite" else
-              f"{len(result.graph.nodes)} ops, {len(result.kernels)} kernels")
-    click.echo(f"wrote {output} ({size} bytes, {detail})")
+    module, factory = _load_target(target)
+    model = factory()
+    inputs = _example_inputs(module, example_inputs, target)
+    ref = target.rpartition(":")[0]
+    default_name = Path(ref).stem if ref.endswith(".py") else ref.rpartition(".")[2]
+    int8 = (_int8_options(module, model, calibration, observer, rounding, target)
+            if quantize else None)
+    result = export(model, inputs, name=name or default_name,
+                    board=load_board(board) if board else None, planner=planner,
+                    time_limit=time_limit, progress=lambda m: click.echo(m, err=True),
+                    quantize=int8, npu=npu and fmt == "nee", cpu_fallback=cpu_fallback,
+                    bundle_io=bundle_io)
+    return result, (write_tflite if fmt == "tflite" else write_bundle)(result, output)
+
+
+def _gate(output: str, report: str | None, gates: list[Gate], seconds: float) -> None:
+    """Hold the written bundle against the gates; write the report; exit 4 if a gate failed."""
+    body = bundle_report(load_bundle(output, check_kernels=False), output)
+    results = checked(body, gates)
+    failed = [g for g in results if not g.passed]
+    code = EXIT_OVER_BUDGET if failed else 0
+    if report:
+        write_report(report, STATUS[code], code, seconds, body, results)
+        click.echo(f"wrote {report}")
+    for g in results:
+        relation = ">=" if g.name.startswith("min_") else "<="
+        click.echo(f"gate {g.name}: {_number(g.value)} {relation} {_number(g.limit)}: "
+                   f"{'ok' if g.passed else 'FAILED'}")
+    if failed:
+        raise ExportFailed(f"{len(failed)} gate(s) failed: " + ", ".join(
+            f"{g.name} {_number(g.value)} (limit {_number(g.limit)})" for g in failed),
+            EXIT_OVER_BUDGET)
+
+
+def _number(x: float | None) -> str:
+    return "none" if x is None else str(int(x)) if float(x).is_integer() else f"{x:.2f}"
+
+
+EXIT_ERROR, EXIT_UNSUPPORTED, EXIT_OVER_BUDGET = 1, 3, 4
+STATUS = {0: "ok", EXIT_ERROR: "error", EXIT_UNSUPPORTED: "unsupported model",
+          EXIT_OVER_BUDGET: "over budget"}
+GATE_OPTIONS = {"max_arena": "max_arena_bytes", "max_weights": "max_weight_bytes",
+                "max_bundle": "max_bundle_bytes", "min_sqnr": "min_sqnr_db"}
+
+
+def _exit_status(error: NeeError) -> int:
+    if isinstance(error, UnsupportedModelError):
+        return EXIT_UNSUPPORTED
+    return EXIT_OVER_BUDGET if isinstance(error, OverBudgetError) else EXIT_ERROR
+
+
+class ExportFailed(click.ClickException):
+    """A failed export: the error line, with the exit status of its kind."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 def require_extra(module: str, command: str) -> None:

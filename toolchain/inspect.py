@@ -89,14 +89,21 @@ def macs(loaded: LoadedBundle, node) -> int:
     return op_macs(node.op, shapes, ints(tensors[int(node.outputs[0])].shape))
 
 
+def delegated_macs(loaded: LoadedBundle) -> tuple[int, int]:
+    """MACs of the delegated calls, and of all calls."""
+    b = loaded.bundle
+    delegated = sum(macs(loaded, n) for d in b.delegates or [] for n in d.nodes or [])
+    return delegated, delegated + sum(macs(loaded, n) for n in b.nodes or []
+                                      if n.op != DELEGATE_CALL)
+
+
 def _partitions(loaded: LoadedBundle) -> list[str]:
     """Delegated partitions (payload, estimate, share of MACs) and why the rest stays on the CPU."""
     b = loaded.bundle
     cpu = [n for n in b.nodes or [] if n.op != DELEGATE_CALL]
     if not b.delegates and not any(n.cpuReason for n in cpu):
         return []
-    npu_macs = sum(macs(loaded, n) for d in b.delegates or [] for n in d.nodes or [])
-    total = npu_macs + sum(macs(loaded, n) for n in cpu)
+    npu_macs, total = delegated_macs(loaded)
     delegated = sum(len(d.nodes or []) for d in b.delegates or [])
     lines = [f"partitions ({len(b.delegates or [])}; {delegated} of {delegated + len(cpu)} calls "
              f"and {npu_macs / max(total, 1):.1%} of {total} MACs delegated):"]
