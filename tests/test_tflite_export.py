@@ -20,6 +20,7 @@ from toolchain.export import export
 from toolchain.export.result import ExportResult
 from toolchain.modules import load_file
 from toolchain.quantize.options import Int8Options, split_samples
+from toolchain.selective_build.interop import tflite_builtins
 from toolchain.serialize.bundle import write_bundle
 from toolchain.serialize.tflite_program import to_tflite, write_tflite
 
@@ -230,3 +231,15 @@ def test_a_clamp_without_a_tflite_activation_is_refused(int8_programs):
     with pytest.raises(ExportError, match=r"an int8 clamp .* found \[-100, 127\].*"
                                           r"test_tflite_export|examples/mlp.py"):
         to_tflite(graph)
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_the_resolver_list_covers_every_builtin_written(exported, int8_programs, name):
+    """nee-build's TFLite Micro resolver (from a kernel list) registers every builtin the
+    writer put in the float and the int8 model."""
+    result, _, int8_model, _ = int8_programs(name)
+    float_result = exported(name).result
+    for kernels, model in ((result.kernels, int8_model),
+                           (float_result.kernels, to_tflite(float_result.graph))):
+        builtins, without = tflite_builtins(kernels)
+        assert set(builtin_ops(model)) <= set(builtins) and not without
