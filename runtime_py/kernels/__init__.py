@@ -20,6 +20,12 @@ Contract (every kernel follows it; tests in tests/kernels check each one against
   im2col columns for as many output rows as fit beside its padded input, at least one row);
   ``budget=0`` gives the least it can work with, which the runtime checks at load.
 - ``Kernel.dtypes``: the output dtypes the kernel supports, checked at bundle load.
+- ``Kernel.check``: the kernel's shape and dtype rule (``rules``): it takes the same arguments
+  as ``fn`` and raises ValueError unless the outs have exactly the shapes and dtypes torch's
+  functional op returns for these inputs and scalar arguments (TypeError for an argument of the
+  wrong kind, NotImplementedError for a call torch accepts that the kernel does not implement).
+  ``Kernel.bind`` checks it, so a bundle's shapes are checked at load; a bound call never raises
+  on shapes or dtypes at run (only on tensor values, e.g. indices out of range: IndexError).
 - ``Kernel.prepare`` (optional): takes the same arguments as ``fn`` and returns a no-argument
   closure doing the work, with views, scalars and geometry made once. The runtime prepares every
   call at load (TFLite Micro's Prepare/Invoke split), so a run creates no Python objects beyond
@@ -94,6 +100,8 @@ class Kernel:
     export with the call's arguments (tensors as zero-stride placeholder arrays of the right
     shape/dtype, no out/scratch), returns the workspace bytes the kernel wants; the kernel then
     receives a planned uint8 ``scratch`` array of that size and must not allocate its own.
+    ``check``: the shape and dtype rule (module docstring), run by ``bind``; ``fn`` does not
+    check.
     """
 
     fn: Callable[..., None]
@@ -101,6 +109,7 @@ class Kernel:
     inplace: bool = False
     scratch: Callable[..., int] | None = None
     prepare: Callable[..., Bound] | None = None
+    check: Callable[..., None] | None = None
 
     @classmethod
     def prepared(cls, prepare: Callable[..., Bound], dtypes: frozenset[str],
@@ -113,8 +122,11 @@ class Kernel:
 
         return cls(fn, dtypes, prepare=prepare, **options)
 
-    def bind(self, args: dict[str, Any]) -> Bound:
-        """The call on ``args`` (by argument name), ready to run with no arguments."""
+    def bind(self, args: dict[str, Any], *, check: bool = True) -> Bound:
+        """The call on ``args`` (by argument name), ready to run with no arguments, its rule
+        checked first (``check=False``: by a caller that checked it, e.g. a fused kernel)."""
+        if check and self.check is not None:
+            self.check(**args)
         return self.prepare(**args) if self.prepare else functools.partial(self.fn, **args)
 
 

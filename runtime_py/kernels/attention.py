@@ -9,11 +9,12 @@ normalises after the value matmul (one divide per output element, not per score)
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
-from runtime_py.kernels import Bound, Kernel, long_loops
+from runtime_py.kernels import Bound, Kernel, long_loops, rules
 from runtime_py.kernels._common import FLOAT, Workspace, workspace_bytes
 
 _LOWEST = np.finfo(np.float32).min
@@ -79,9 +80,9 @@ def scaled_dot_product_attention(query: np.ndarray, key: np.ndarray, value: np.n
                                  enable_gqa: bool = False, out: np.ndarray,
                                  scratch: np.ndarray | None = None) -> Bound:
     """softmax(query @ key^T * scale + mask) @ value over dims -2/-1, batch dims broadcast;
-    rows whose keys are all masked give 0, as torch does."""
-    if dropout_p:
-        raise ValueError("scaled_dot_product_attention: dropout_p must be 0 (inference only)")
+    rows whose keys are all masked give 0, as torch does (so does every row without keys)."""
+    if not key.shape[-2]:
+        return functools.partial(out.fill, 0)
     groups = _groups(query, key, enable_gqa)
     ws = Workspace(scratch)
     q = q_copy = ws.take(query.shape, np.float32)
@@ -125,7 +126,50 @@ def _scratch(query: np.ndarray, key: np.ndarray, attn_mask: np.ndarray | None = 
     return workspace_bytes(*regions)
 
 
+def _heads(shape: tuple[int, ...], groups: int) -> tuple[int, ...]:
+    """Key/value batch dims with the heads (dim -3) repeated ``groups`` times, as under GQA."""
+    return (*shape[:-1], shape[-1] * groups) if groups > 1 and shape else shape
+
+
+def _check(query: np.ndarray, key: np.ndarray, value: np.ndarray,
+           attn_mask: np.ndarray | None = None, dropout_p: float = 0.0, is_causal: bool = False,
+           *, scale: float | None = None, enable_gqa: bool = False, out: np.ndarray,
+           **_: object) -> None:
+    """query (..., L, E), key (..., S, E), value (..., S, Ev) of one float dtype give (..., L,
+    Ev), batch dims broadcasting (key/value heads repeated under GQA); a bool or float mask
+    broadcasts to (..., L, S); no dropout; not both a mask and is_causal. Without keys (S = 0)
+    torch gives zeros of the queries' shape, whatever E and the keys' batch dims."""
+    inputs = {"query": rules.tensor(query, "query"), "key": rules.tensor(key, "key"),
+              "value": rules.tensor(value, "value"), "attn_mask": attn_mask}
+    if (query.dtype != rules.FLOAT32 or key.dtype != query.dtype or value.dtype != query.dtype
+            or min(query.ndim, key.ndim, value.ndim) < 2 or key.shape[-2] != value.shape[-2]
+            or (query.shape[-1] != key.shape[-1] and key.shape[-2])):
+        rules.refuse(inputs, "not float32 (..., L, E), (..., S, E), (..., S, Ev)")
+    if rules.number(dropout_p, "dropout_p"):
+        raise ValueError("scaled_dot_product_attention: dropout_p must be 0 (inference only)")
+    if scale is not None:
+        rules.number(scale, "scale")
+    if not key.shape[-2]:  # torch: zeros of the queries' shape, whatever the keys' batch
+        rules.expect(out, (*query.shape[:-1], value.shape[-1]), query.dtype, inputs)
+        return
+    groups = _groups(query, key, enable_gqa)
+    try:
+        lead = np.broadcast_shapes(query.shape[:-2], _heads(key.shape[:-2], groups),
+                                   _heads(value.shape[:-2], groups))
+    except ValueError:
+        rules.refuse(inputs, "batch dims that do not broadcast")
+    if attn_mask is not None:
+        if is_causal:
+            raise ValueError("attn_mask and is_causal cannot both be set")
+        rules.tensor(attn_mask, "attn_mask", frozenset({rules.BOOL, query.dtype}))
+        if not rules.broadcasts_to(attn_mask.shape, (*lead, query.shape[-2], key.shape[-2])):
+            rules.refuse(inputs, "a mask not broadcasting to (..., L, S)")
+    rules.expect(out, (*lead, query.shape[-2], value.shape[-1]), query.dtype, inputs)
+    if not rules.broadcasts_to(value.shape[:-2], _scores_shape(query, key, groups)[:-2]):
+        raise NotImplementedError("values broadcasting beyond the queries' and keys' batch")
+
+
 KERNELS: dict[str, Kernel] = {
     "nee::scaled_dot_product_attention.out": Kernel.prepared(scaled_dot_product_attention, FLOAT,
-                                                             scratch=_scratch),
+                                                             scratch=_scratch, check=_check),
 }

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from runtime_py.kernels import Bound, Kernel, then
+from runtime_py.kernels import Bound, Kernel, rules, then
 from runtime_py.kernels._common import (
     ALL,
     BOOL,
@@ -45,29 +45,13 @@ def _unary(ufunc: np.ufunc) -> KernelFn:
 def _ufunc_into(ufunc: np.ufunc, a: ArrayOrScalar, b: ArrayOrScalar, out: np.ndarray) -> Bound:
     """``ufunc(a, b)`` into ``out`` in its dtype; an operand with ``out``'s element count is
     viewed in ``out``'s shape (it differs by size-1 dims only), so numpy takes its no-broadcast
-    path. The rule, checked here at prepare: the operands broadcast to ``out``'s shape and
-    cast to its dtype (numpy's same_kind, as the call does)."""
-    if (np.broadcast_shapes(np.shape(a), np.shape(b), out.shape) != out.shape
-            or not _casts(a, out.dtype) or not _casts(b, out.dtype)):
-        raise ValueError(f"operands {_describe(a)} and {_describe(b)} into "
-                         f"{out.dtype}{list(out.shape)}")
+    path."""
     a, b, dtype = out_shaped(a, out), out_shaped(b, out), out.dtype
 
     def run() -> None:
         ufunc(a, b, out=out, dtype=dtype)
 
     return run
-
-
-def _casts(x: ArrayOrScalar, dtype: np.dtype) -> bool:
-    """Whether the call can cast operand ``x`` to ``dtype`` (numpy's same_kind)."""
-    if isinstance(x, np.ndarray):
-        return np.can_cast(x.dtype, dtype, "same_kind")
-    return isinstance(x, (bool, int)) or (isinstance(x, float) and dtype.kind not in "iub")
-
-
-def _describe(x: ArrayOrScalar) -> str:
-    return f"{x.dtype}{list(x.shape)}" if isinstance(x, np.ndarray) else repr(x)
 
 
 def _binary(ufunc: np.ufunc) -> Callable[..., Bound]:
@@ -343,18 +327,85 @@ def _where_scratch(condition: np.ndarray, self: ArrayOrScalar, other: ArrayOrSca
                             np.bool_))
 
 
+# Shape and dtype rules (``rules``): torch's broadcasting and type promotion, and its checks
+# of the ops' scalar arguments.
+_PROMOTED = rules.elementwise("self", "other")
+_TRUE_DIVISION = rules.elementwise("self", "other", result=rules.to_float)
+_COMPARED = rules.elementwise("self", "other", result=rules.to_bool)
+_UNARY = rules.elementwise("self")
+_FLOAT_RESULT = rules.elementwise("self", result=rules.to_float)
+_TRUTH = rules.elementwise("self", result=rules.to_bool)
+
+
+def _alpha(*, out: np.ndarray, alpha: Scalar = 1, **_: object) -> None:
+    """torch's alpha_check on the result dtype (out's, checked before): a bool alpha for bool
+    results only, a float one for float results only."""
+    rules.number(alpha, "alpha")
+    if ((isinstance(alpha, bool) and out.dtype != np.bool_)
+            or (isinstance(alpha, float) and out.dtype.kind != "f")):
+        raise ValueError(f"alpha {alpha!r} for a {out.dtype} result")
+
+
+def _no_bool(*, self: ArrayOrScalar, other: ArrayOrScalar, **_: object) -> None:
+    """torch's sub_check: no bool operand."""
+    if rules.result_type(self) == np.bool_ or rules.result_type(other) == np.bool_:
+        rules.refuse({"self": self, "other": other}, "subtraction of a bool")
+
+
+def _division_mode(*, rounding_mode: str | None = None, **args: object) -> None:
+    """div with ``rounding_mode`` None (true division: float results), "trunc" or "floor"."""
+    if rounding_mode not in (None, "trunc", "floor"):
+        raise ValueError(f"rounding_mode {rounding_mode!r}: None, 'trunc' or 'floor'")
+    (_TRUE_DIVISION if rounding_mode is None else _PROMOTED)(**args)
+
+
+def _integer_power(*, exponent: ArrayOrScalar, out: np.ndarray, **_: object) -> None:
+    """torch refuses an integer base to a negative integer Scalar exponent."""
+    if (out.dtype.kind != "f" and isinstance(exponent, int) and not isinstance(exponent, bool)
+            and exponent < 0):
+        raise ValueError(f"integers to the negative integer power {exponent}")
+
+
+def _approximate(*, approximate: str = "none", **_: object) -> None:
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu approximate {approximate!r}: 'none' or 'tanh'")
+
+
+def _bounds(*, min: ArrayOrScalar | None = None, max: ArrayOrScalar | None = None,
+            **_: object) -> None:
+    if min is None and max is None:
+        raise ValueError("clamp without min and max")
+
+
+def _decimals(*, decimals: int = 0, **_: object) -> None:
+    rules.integer(decimals, "decimals")
+
+
+def _condition(*, condition: np.ndarray, **_: object) -> None:
+    rules.tensor(condition, "condition", frozenset({rules.BOOL}))
+
+
+_ADDITION = rules.all_of(_PROMOTED, _alpha)
+_SUBTRACTION = rules.all_of(_PROMOTED, _alpha, _no_bool)
+_POWER = rules.all_of(rules.elementwise("self", "exponent"), _integer_power)
+_CLAMP = rules.all_of(rules.elementwise("self", "min", "max", optional=("min", "max")), _bounds)
+_WHERE = rules.all_of(rules.elementwise("condition", "self", "other", typed=("self", "other")),
+                      _condition)
+
+
 def _binary_keys(op: str, dtypes: frozenset[str], prepare: Callable[..., Bound],
-                 overloads: tuple[str, ...] = ("out", "Scalar_out")) -> dict[str, Kernel]:
+                 overloads: tuple[str, ...] = ("out", "Scalar_out"),
+                 check: rules.Rule = _PROMOTED) -> dict[str, Kernel]:
     """The Tensor (``op.out``) and Scalar (``op.Scalar_out``) overloads (or ``overloads``)
     share one kernel."""
-    return {f"aten::{op}.{overload}": Kernel.prepared(prepare, dtypes, inplace=True)
+    return {f"aten::{op}.{overload}": Kernel.prepared(prepare, dtypes, inplace=True, check=check)
             for overload in overloads}
 
 
-def _inplace(fn: KernelFn, dtypes: frozenset[str],
+def _inplace(fn: KernelFn, dtypes: frozenset[str], check: rules.Rule,
              scratch: Callable[..., int] | None = None) -> Kernel:
     """Every kernel here is in-place safe: ``out`` may be any same-shaped input."""
-    return Kernel(fn, dtypes, inplace=True, scratch=scratch)
+    return Kernel(fn, dtypes, inplace=True, scratch=scratch, check=check)
 
 
 BLOCK_ELEMENTS = 32 * 1024  # unary chains run in blocks this big: their passes stay in cache
@@ -370,7 +421,8 @@ def _blocks(a: np.ndarray) -> list[np.ndarray]:
     return [a[(*lead, slice(i, i + step))] for i in range(0, a.shape[axis], step)]
 
 
-def _in_blocks(fn: KernelFn, dtypes: frozenset[str], scratch: Callable[..., int]) -> Kernel:
+def _in_blocks(fn: KernelFn, dtypes: frozenset[str], scratch: Callable[..., int],
+               check: rules.Rule = _UNARY) -> Kernel:
     """A unary chain of passes ``fn(self, ..., out, scratch)`` run block by block (``_blocks``):
     1.5x faster for GELU's 19 passes at 221k elements, and the scratch is one block's."""
 
@@ -388,7 +440,7 @@ def _in_blocks(fn: KernelFn, dtypes: frozenset[str], scratch: Callable[..., int]
     def block_scratch(self: np.ndarray, **args: object) -> int:
         return scratch(_blocks(self)[0], **args)
 
-    return Kernel.prepared(prepare, dtypes, inplace=True, scratch=block_scratch)
+    return Kernel.prepared(prepare, dtypes, inplace=True, scratch=block_scratch, check=check)
 
 
 _COMPARISONS = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
@@ -404,48 +456,53 @@ _TENSOR_SCALAR = ("Tensor_out", "Scalar_out")
 _TENSOR_SCALAR_SELF = (*_TENSOR_SCALAR, "Scalar_Tensor_out")  # and a Scalar self
 
 KERNELS: dict[str, Kernel] = {
-    **_binary_keys("add", ALL, _binary_alpha(np.add)),
-    **_binary_keys("sub", NUMERIC, _binary_alpha(np.subtract)),
+    **_binary_keys("add", ALL, _binary_alpha(np.add), check=_ADDITION),
+    **_binary_keys("sub", NUMERIC, _binary_alpha(np.subtract), check=_SUBTRACTION),
     **_binary_keys("mul", ALL, _binary(np.multiply)),
-    **_binary_keys("div", FLOAT, _binary(np.true_divide)),
-    "aten::div.out_mode": _inplace(div_mode, NUMERIC),
-    "aten::div.Scalar_mode_out": _inplace(div_mode, NUMERIC),
+    **_binary_keys("div", FLOAT, _binary(np.true_divide), check=_TRUE_DIVISION),
+    "aten::div.out_mode": _inplace(div_mode, NUMERIC, _division_mode),
+    "aten::div.Scalar_mode_out": _inplace(div_mode, NUMERIC, _division_mode),
     **_binary_keys("fmod", NUMERIC, _division(np.fmod), _TENSOR_SCALAR),
     **_binary_keys("remainder", NUMERIC, _division(np.remainder), _TENSOR_SCALAR_SELF),
-    "aten::maximum.out": Kernel.prepared(_binary(np.maximum), ALL, inplace=True),
-    "aten::minimum.out": Kernel.prepared(_binary(np.minimum), ALL, inplace=True),
-    **{f"aten::pow.{overload}": _inplace(pow_, NUMERIC)
+    "aten::maximum.out": Kernel.prepared(_binary(np.maximum), ALL, inplace=True, check=_PROMOTED),
+    "aten::minimum.out": Kernel.prepared(_binary(np.minimum), ALL, inplace=True, check=_PROMOTED),
+    **{f"aten::pow.{overload}": _inplace(pow_, NUMERIC, _POWER)
        for overload in ("Tensor_Scalar_out", "Tensor_Tensor_out", "Scalar_out")},
-    **{f"aten::{name}.{overload}": _inplace(_logical(ufunc), BOOL)
+    **{f"aten::{name}.{overload}": _inplace(_logical(ufunc), BOOL, _COMPARED)
        for name, ufunc in _COMPARISONS.items() for overload in ("Scalar_out", "Tensor_out")},
-    **{f"aten::logical_{name}.out": _inplace(_logical(getattr(np, f"logical_{name}")), BOOL)
+    **{f"aten::logical_{name}.out": _inplace(_logical(getattr(np, f"logical_{name}")), BOOL,
+                                             _COMPARED)
        for name in ("and", "or", "xor")},
-    "aten::logical_not.out": _inplace(logical_not, BOOL),
+    "aten::logical_not.out": _inplace(logical_not, BOOL, _TRUTH),
     **_binary_keys("bitwise_and", INTEGRAL, _binary(np.bitwise_and), _TENSOR_SCALAR_SELF),
     **_binary_keys("bitwise_or", INTEGRAL, _binary(np.bitwise_or), _TENSOR_SCALAR_SELF),
     **_binary_keys("bitwise_xor", INTEGRAL, _binary(np.bitwise_xor), _TENSOR_SCALAR_SELF),
-    "aten::bitwise_not.out": _inplace(_unary(np.invert), INTEGRAL),
-    "aten::isnan.out": _inplace(_unary(np.isnan), BOOL),
-    "aten::isinf.out": _inplace(_unary(np.isinf), BOOL),
-    **{f"aten::{name}.out": _inplace(fn, FLOAT) for name, fn in _FLOAT_UNARY.items()},
-    "aten::neg.out": _inplace(_unary(np.negative), NUMERIC),
-    "aten::abs.out": _inplace(_unary(np.absolute), NUMERIC),
-    **{f"aten::{name}.out": _inplace(fn, NUMERIC) for name, fn in _ROUNDING.items()},
-    "aten::round.out": _inplace(round_, NUMERIC),
-    "aten::round.decimals_out": _inplace(round_, FLOAT),
-    "aten::sign.out": _inplace(sign, ALL),
-    "aten::rsqrt.out": _inplace(rsqrt, FLOAT),
-    "aten::erf.out": _in_blocks(erf, FLOAT, like_self(2)),
-    "aten::sigmoid.out": _inplace(sigmoid, FLOAT),
+    "aten::bitwise_not.out": _inplace(_unary(np.invert), INTEGRAL, _UNARY),
+    "aten::isnan.out": _inplace(_unary(np.isnan), BOOL, _TRUTH),
+    "aten::isinf.out": _inplace(_unary(np.isinf), BOOL, _TRUTH),
+    **{f"aten::{name}.out": _inplace(fn, FLOAT, _FLOAT_RESULT)
+       for name, fn in _FLOAT_UNARY.items()},
+    "aten::neg.out": _inplace(_unary(np.negative), NUMERIC, _UNARY),
+    "aten::abs.out": _inplace(_unary(np.absolute), NUMERIC, _UNARY),
+    **{f"aten::{name}.out": _inplace(fn, NUMERIC, _UNARY) for name, fn in _ROUNDING.items()},
+    "aten::round.out": _inplace(round_, NUMERIC, _UNARY),
+    "aten::round.decimals_out": _inplace(round_, FLOAT, rules.all_of(_UNARY, _decimals)),
+    "aten::sign.out": _inplace(sign, ALL, _UNARY),
+    "aten::rsqrt.out": _inplace(rsqrt, FLOAT, _FLOAT_RESULT),
+    "aten::erf.out": _in_blocks(erf, FLOAT, like_self(2), _FLOAT_RESULT),
+    "aten::sigmoid.out": _inplace(sigmoid, FLOAT, _FLOAT_RESULT),
     "aten::silu.out": _in_blocks(silu, FLOAT, like_self(1)),
-    "aten::gelu.out": _in_blocks(gelu, FLOAT, _gelu_scratch),
-    "aten::relu.out": _inplace(relu, NUMERIC),
-    "aten::leaky_relu.out": _in_blocks(leaky_relu, FLOAT, like_self(1, "bool")),
-    "aten::elu.out": _in_blocks(elu, FLOAT, like_self(1, "bool")),
-    "aten::hardtanh.out": _inplace(hardtanh, FLOAT),
-    "aten::hardsigmoid.out": _inplace(hardsigmoid, FLOAT),
+    "aten::gelu.out": _in_blocks(gelu, FLOAT, _gelu_scratch, rules.all_of(_UNARY, _approximate)),
+    "aten::relu.out": _inplace(relu, NUMERIC, _UNARY),
+    "aten::leaky_relu.out": _in_blocks(leaky_relu, FLOAT, like_self(1, "bool"),
+                                       rules.all_of(_UNARY, rules.numbers("negative_slope"))),
+    "aten::elu.out": _in_blocks(elu, FLOAT, like_self(1, "bool"), rules.all_of(
+        _UNARY, rules.numbers("alpha", "scale", "input_scale"))),
+    "aten::hardtanh.out": _inplace(hardtanh, FLOAT,
+                                   rules.all_of(_UNARY, rules.numbers("min_val", "max_val"))),
+    "aten::hardsigmoid.out": _inplace(hardsigmoid, FLOAT, _UNARY),
     "aten::hardswish.out": _in_blocks(hardswish, FLOAT, like_self(1)),
-    "aten::clamp.out": _inplace(clamp, NUMERIC),
-    "aten::clamp.Tensor_out": _inplace(clamp, NUMERIC),
-    "aten::where.self_out": _inplace(where, ALL, _where_scratch),
+    "aten::clamp.out": _inplace(clamp, NUMERIC, _CLAMP),
+    "aten::clamp.Tensor_out": _inplace(clamp, NUMERIC, _CLAMP),
+    "aten::where.self_out": _inplace(where, ALL, _WHERE, _where_scratch),
 }

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from runtime_py.kernels import Bound, Kernel
+from runtime_py.kernels import Bound, Kernel, rules
 from runtime_py.kernels._common import ALL, NUMERIC, Workspace, workspace_bytes
 
 Indices = Sequence[np.ndarray | None]
@@ -122,11 +122,10 @@ def gather(self: np.ndarray, dim: int, index: np.ndarray, *, sparse_grad: bool =
     """out[i] = self[i with its ``dim`` entry replaced by index[i]] (``out`` shaped like
     ``index``, which may be smaller than ``self`` off ``dim``)."""
     del sparse_grad  # gradients only
+    if not index.size:
+        return _copies([])
     self, index, out = np.atleast_1d(self, index, out)
     dim %= self.ndim
-    if any(m > n for d, (m, n) in enumerate(zip(index.shape, self.shape, strict=True))
-           if d != dim):
-        raise IndexError(f"gather index {index.shape} exceeds self {self.shape} off dim {dim}")
     kept = {d: d for d in range(self.ndim) if d != dim}
     return _lookup(self, [(dim, index, False)], kept, out, Workspace(scratch))
 
@@ -214,8 +213,15 @@ def index_put(self: np.ndarray, indices: Indices, values: np.ndarray, accumulate
 
 
 def _scatter(self: np.ndarray, src: np.ndarray, key: Key, out: np.ndarray) -> Bound:
-    """``self`` with ``[key] = src``; ``out`` may be ``self`` (copying it then does nothing)."""
-    return _copies([(out, self), (out[key], src)])
+    """``self`` with ``[key] = src`` (converted to self's dtype, as torch copies); ``out`` may
+    be ``self`` (copying it then does nothing)."""
+    region = out[key]
+
+    def run() -> None:
+        np.copyto(out, self)
+        np.copyto(region, src, casting="unsafe")
+
+    return run
 
 
 def slice_scatter(self: np.ndarray, src: np.ndarray, dim: int = 0, start: int | None = None,
@@ -271,6 +277,7 @@ def _rolled(src: np.ndarray, dst: np.ndarray, shifts: Sequence[int],
 def roll(self: np.ndarray, shifts: Sequence[int], dims: Sequence[int] = (), *,
          out: np.ndarray) -> Bound:
     """Elements shifted cyclically along ``dims``; no dims: along the flattened tensor."""
+    shifts, dims = ((v,) if isinstance(v, int) else v for v in (shifts, dims))  # int[1] args
     if dims:
         return _copies(_rolled(self, out, shifts, dims))
     flat = out.reshape(-1)
@@ -375,20 +382,195 @@ def _triangle(upper: bool) -> Callable[..., Bound]:
     return prepare
 
 
+# Shape and dtype rules (``rules``): out shapes as torch gives them; index tensors int64 or
+# int32 (bool masks: NotImplementedError); values out of range are run-time IndexErrors.
+
+
+def _like_self(self: np.ndarray, out: np.ndarray, inputs: dict[str, object]) -> None:
+    rules.expect(out, rules.tensor(self, "self").shape, self.dtype, inputs)
+
+
+def _check_gather(self: np.ndarray, dim: int, index: np.ndarray, *, out: np.ndarray,
+                  **_: object) -> None:
+    """An index of self's rank, at most self's size off ``dim``, gives out of its shape (an
+    empty index of any shape and dtype, as torch)."""
+    inputs = {"self": rules.tensor(self, "self"), "dim": dim, "index": rules.tensor(index, "index")}
+    d = rules.axis(dim, self.ndim)
+    sizes = zip(index.shape, self.shape, strict=False)  # 0-d and 1-d tensors are alike
+    if index.size and (index.dtype not in rules.INDEX or max(index.ndim, 1) != max(self.ndim, 1)
+                       or any(m > n for a, (m, n) in enumerate(sizes) if a != d)):
+        rules.refuse(inputs, "an int64/int32 index of self's rank, at most self's size off dim "
+                     "expected")
+    rules.expect(out, index.shape, self.dtype, inputs)
+
+
+def _check_index_select(self: np.ndarray, dim: int, index: np.ndarray, *, out: np.ndarray,
+                        **_: object) -> None:
+    """A 0-d or 1-d index replaces self's ``dim`` by its length."""
+    inputs = {"self": rules.tensor(self, "self"), "dim": dim,
+              "index": rules.tensor(index, "index", rules.INDEX)}
+    if not self.ndim:
+        raise NotImplementedError("index_select of a 0-d tensor")
+    d = rules.axis(dim, self.ndim)
+    if index.ndim > 1:
+        rules.refuse(inputs, "a 0-d or 1-d index expected")
+    rules.expect(out, (*self.shape[:d], index.size, *self.shape[d + 1:]), self.dtype, inputs)
+
+
+def _indexed_shape(self: np.ndarray, indices: Indices, inputs: dict[str, object]) -> Shape:
+    """The shape of ``self[indices]``: at most one index per dim, index tensors broadcasting
+    (``_Layout``)."""
+    if not isinstance(indices, list) or len(indices) > rules.tensor(self, "self").ndim:
+        rules.refuse(inputs, "more indices than dims")
+    for index in indices:
+        if index is not None and rules.tensor(index, "indices").dtype.kind not in "bu":
+            rules.tensor(index, "indices", rules.INDEX)
+    return _Layout.of(self.shape, _index_tensors(indices)).shape
+
+
+def _check_index(self: np.ndarray, indices: Indices, *, out: np.ndarray, **_: object) -> None:
+    inputs = {"self": self, "indices": indices}
+    rules.expect(out, _indexed_shape(self, indices, inputs), self.dtype, inputs)
+
+
+def _check_index_put(self: np.ndarray, indices: Indices, values: np.ndarray, *,
+                     out: np.ndarray, **_: object) -> None:
+    """values of self's dtype broadcast to ``self[indices]``'s shape; out as self."""
+    inputs = {"self": self, "indices": indices, "values": rules.tensor(values, "values")}
+    shape = _indexed_shape(self, indices, inputs)
+    if values.dtype != self.dtype or not rules.broadcasts_to(values.shape, shape):
+        rules.refuse(inputs, "values of another dtype, or not broadcasting to the indexed shape")
+    _like_self(self, out, inputs)
+
+
+def _scattered(self: np.ndarray, src: np.ndarray, region: Shape, out: np.ndarray,
+               inputs: dict[str, object]) -> None:
+    """src (any dtype) fills a ``region`` of self exactly; out as self."""
+    if rules.tensor(src, "src").shape != region:
+        rules.refuse(inputs, f"src is not of the region's shape {list(region)}")
+    _like_self(self, out, inputs)
+
+
+def _check_slice_scatter(self: np.ndarray, src: np.ndarray, dim: int = 0,
+                         start: int | None = None, end: int | None = None, step: int = 1, *,
+                         out: np.ndarray, **_: object) -> None:
+    inputs = {"self": rules.tensor(self, "self"), "src": src, "dim": dim, "start": start,
+              "end": end, "step": step}
+    if not self.ndim:
+        raise NotImplementedError("slice_scatter of a 0-d tensor")
+    d = rules.axis(dim, self.ndim)
+    bounds = [None if v is None else rules.integer(v, name) for v, name in ((start, "start"),
+                                                                            (end, "end"))]
+    n = len(range(*slice(*bounds, rules.integer(step, "step", 1)).indices(self.shape[d])))
+    _scattered(self, src, (*self.shape[:d], n, *self.shape[d + 1:]), out, inputs)
+
+
+def _check_select_scatter(self: np.ndarray, src: np.ndarray, dim: int, index: int, *,
+                          out: np.ndarray, **_: object) -> None:
+    inputs = {"self": rules.tensor(self, "self"), "src": src, "dim": dim, "index": index}
+    if not self.ndim:
+        raise NotImplementedError("select_scatter of a 0-d tensor")
+    d = rules.axis(dim, self.ndim)
+    rules.integer(index, "index", -self.shape[d], self.shape[d] - 1)
+    _scattered(self, src, self.shape[:d] + self.shape[d + 1:], out, inputs)
+
+
+def _check_pad(self: np.ndarray, pad: Sequence[int], value: float = 0, *, out: np.ndarray,
+               **_: object) -> None:
+    """(before, after) pairs for the last dims, none cropping a dim below 0."""
+    inputs = {"self": rules.tensor(self, "self"), "pad": pad, "value": value}
+    pads = rules.ints(pad, "pad")
+    if len(pads) % 2 or len(pads) > 2 * self.ndim:
+        rules.refuse(inputs, "an even number of pads, two per dim at most")
+    shape = list(self.shape)
+    for k, (before, after) in enumerate(zip(pads[::2], pads[1::2], strict=True)):
+        shape[-1 - k] += before + after
+    if min(shape, default=0) < 0:
+        rules.refuse(inputs, "pads cropping a dim below 0")
+    rules.fill_value(value, self.dtype, inputs)
+    rules.expect(out, shape, self.dtype, inputs)
+
+
+def _check_roll(self: np.ndarray, shifts: Sequence[int], dims: Sequence[int] = (), *,
+                out: np.ndarray, **_: object) -> None:
+    """One shift per dim, or a single one (of the flattened tensor) without dims."""
+    inputs = {"self": rules.tensor(self, "self"), "shifts": shifts, "dims": dims}
+    shifts, dims = rules.ints(shifts, "shifts"), rules.ints(dims, "dims")
+    if len(shifts) != max(len(dims), 1):
+        rules.refuse(inputs, "shifts and dims do not align")
+    if dims and not self.ndim:
+        raise NotImplementedError("roll of a 0-d tensor along dims")
+    for d in dims:
+        rules.axis(d, self.ndim)
+    _like_self(self, out, inputs)
+
+
+def _check_flip(self: np.ndarray, dims: Sequence[int], *, out: np.ndarray,
+                **_: object) -> None:
+    inputs = {"self": rules.tensor(self, "self"), "dims": dims}
+    if rules.ints(dims, "dims") and not self.ndim:
+        raise NotImplementedError("flip of a 0-d tensor along dims")
+    found = [rules.axis(d, self.ndim) for d in rules.ints(dims, "dims")]
+    if len(set(found)) < len(found):
+        rules.refuse(inputs, "a dim named twice")
+    _like_self(self, out, inputs)
+
+
+def _check_repeat(self: np.ndarray, repeats: Sequence[int], *, out: np.ndarray,
+                  **_: object) -> None:
+    """At least one repeat per dim of self (whose shape is left-padded with 1s)."""
+    inputs = {"self": rules.tensor(self, "self"), "repeats": repeats}
+    counts = rules.ints(repeats, "repeats", 0)
+    if len(counts) < self.ndim:
+        rules.refuse(inputs, "fewer repeats than dims")
+    padded = (1,) * (len(counts) - self.ndim) + self.shape
+    rules.expect(out, [n * r for n, r in zip(padded, counts, strict=True)], self.dtype, inputs)
+
+
+def _check_sort(self: np.ndarray, dim: int = -1, *, values: np.ndarray, indices: np.ndarray,
+                k: int | None = None, **_: object) -> None:
+    """sort (``k`` None) and topk: values in self's dtype and int64 indices, of self's shape
+    with ``dim`` cut to k (0 <= k <= its size)."""
+    inputs = {"self": rules.tensor(self, "self"), "dim": dim, "k": k}
+    d = rules.axis(dim, self.ndim)
+    shape = list(self.shape) or [1]
+    if k is not None:  # (torch lets k be 0 for a 0-d self too, giving it whole)
+        shape[d] = rules.integer(k, "k", 0 if self.ndim else 1, shape[d])
+    shape = shape if self.ndim else []
+    rules.expect(values, shape, self.dtype, inputs, "values")
+    rules.expect(indices, shape, rules.INT64, inputs, "indices")
+
+
+def _check_triangle(self: np.ndarray, diagonal: int = 0, *, out: np.ndarray,
+                    **_: object) -> None:
+    inputs = {"self": rules.tensor(self, "self"), "diagonal": diagonal}
+    if self.ndim < 2:
+        rules.refuse(inputs, "at least 2 dims expected")
+    rules.integer(diagonal, "diagonal")
+    _like_self(self, out, inputs)
+
+
 KERNELS: dict[str, Kernel] = {
-    "aten::gather.out": Kernel.prepared(gather, ALL, scratch=_gather_scratch),
-    "aten::index_select.out": Kernel.prepared(index_select, ALL),
-    "aten::index.Tensor_out": Kernel.prepared(index, ALL, scratch=_index_scratch),
-    "aten::index_put.out": Kernel.prepared(index_put, ALL, inplace=True),
-    "aten::slice_scatter.out": Kernel.prepared(slice_scatter, ALL, inplace=True),
-    "aten::select_scatter.out": Kernel.prepared(select_scatter, ALL, inplace=True),
-    "aten::constant_pad_nd.out": Kernel.prepared(constant_pad_nd, ALL),
-    "aten::roll.out": Kernel.prepared(roll, ALL),
-    "aten::flip.out": Kernel.prepared(flip, ALL),
-    "aten::repeat.out": Kernel.prepared(repeat, ALL),
-    "aten::sort.values": Kernel.prepared(sort, ALL),
-    "aten::sort.values_stable": Kernel.prepared(sort, ALL),
-    "aten::topk.values": Kernel.prepared(topk, NUMERIC),
-    "aten::tril.out": Kernel.prepared(_triangle(upper=False), ALL, inplace=True),
-    "aten::triu.out": Kernel.prepared(_triangle(upper=True), ALL, inplace=True),
+    "aten::gather.out": Kernel.prepared(gather, ALL, scratch=_gather_scratch,
+                                        check=_check_gather),
+    "aten::index_select.out": Kernel.prepared(index_select, ALL, check=_check_index_select),
+    "aten::index.Tensor_out": Kernel.prepared(index, ALL, scratch=_index_scratch,
+                                              check=_check_index),
+    "aten::index_put.out": Kernel.prepared(index_put, ALL, inplace=True,
+                                           check=_check_index_put),
+    "aten::slice_scatter.out": Kernel.prepared(slice_scatter, ALL, inplace=True,
+                                               check=_check_slice_scatter),
+    "aten::select_scatter.out": Kernel.prepared(select_scatter, ALL, inplace=True,
+                                                check=_check_select_scatter),
+    "aten::constant_pad_nd.out": Kernel.prepared(constant_pad_nd, ALL, check=_check_pad),
+    "aten::roll.out": Kernel.prepared(roll, ALL, check=_check_roll),
+    "aten::flip.out": Kernel.prepared(flip, ALL, check=_check_flip),
+    "aten::repeat.out": Kernel.prepared(repeat, ALL, check=_check_repeat),
+    "aten::sort.values": Kernel.prepared(sort, ALL, check=_check_sort),
+    "aten::sort.values_stable": Kernel.prepared(sort, ALL, check=_check_sort),
+    "aten::topk.values": Kernel.prepared(topk, NUMERIC, check=_check_sort),
+    "aten::tril.out": Kernel.prepared(_triangle(upper=False), ALL, inplace=True,
+                                      check=_check_triangle),
+    "aten::triu.out": Kernel.prepared(_triangle(upper=True), ALL, inplace=True,
+                                      check=_check_triangle),
 }

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from runtime_py.kernels import Bound, Kernel, long_loops, then
+from runtime_py.kernels import Bound, Kernel, long_loops, rules, then
 from runtime_py.kernels._common import (
     FLOAT,
     INT8,
@@ -243,13 +243,6 @@ def _phase_taps(x: np.ndarray, win: _Window, value: float, ws: Workspace
     return taps, fill, valid
 
 
-def conv_out_shape(input: np.ndarray, weight: np.ndarray, stride: IntList, padding: IntList,
-                   dilation: IntList, groups: int, **_: object) -> tuple[int, ...]:
-    """Output shape of a convolution call (1-D or 2-D)."""
-    shape = _conv_plan(input.shape, weight.shape, stride, padding, dilation, groups).out_shape
-    return (*shape[:2], shape[3]) if weight.ndim == 3 else shape
-
-
 def _conv_scratch(input: np.ndarray, weight: np.ndarray, stride: IntList, padding: IntList,
                   dilation: IntList, groups: int, budget: int | None = None,
                   **_: object) -> int:
@@ -354,22 +347,54 @@ def _grouped(x: np.ndarray, weight: np.ndarray, groups: int, win: _Window,
     return run
 
 
-def check_conv(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
+def _window_ints(value: IntList, name: str, n: int, low: int) -> tuple[int, ...]:
+    """A window parameter (stride, padding, ...) as ``n`` ints >= ``low``, from 1 or ``n``
+    (ValueError otherwise)."""
+    values = rules.ints(value, name, low)
+    if len(values) not in (1, n):
+        raise ValueError(f"{name} {list(values)}: 1 or {n} values expected")
+    return values * n if len(values) == 1 else values
+
+
+def conv_shape(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
                stride: IntList, padding: IntList, dilation: IntList, groups: int,
-               out: np.ndarray) -> None:
-    """The shape rule, checked at prepare: input (N, C, *S) and weight (O, C/groups, *K) give
-    out (N, O, *S') with S' = (S + 2 * padding - dilation * (K - 1) - 1) // stride + 1; a bias
-    has O entries. ValueError otherwise."""
-    spatial = input.ndim - 2
-    geometry = [expand_param(p, spatial) for p in (stride, padding, dilation)]
+               **_: object) -> tuple[int, ...]:
+    """The output shape of a 1-D or 2-D convolution: input (N, C, *S) and weight (O, C/groups,
+    *K) give (N, O, *S') with S' = (S + 2 * padding - dilation * (K - 1) - 1) // stride + 1,
+    at least 1; a bias has O entries. ValueError otherwise (NotImplementedError: 3-D)."""
+    inputs = {"input": rules.tensor(input, "input"), "weight": rules.tensor(weight, "weight"),
+              "bias": bias, "groups": groups}
+    groups = rules.integer(groups, "groups", 1)
+    if input.ndim != weight.ndim or input.ndim < 3 or input.shape[1] != weight.shape[1] * groups:
+        rules.refuse(inputs, "input (N, C, ...) and weight (O, C / groups, ...) of one rank "
+                     "expected")
+    if weight.ndim > 4:
+        raise NotImplementedError(f"weight {rules.describe(weight)}: only 1-D and 2-D "
+                                  "convolution")
+    spatial = weight.ndim - 2
+    steps, pads, dilations = (_window_ints(v, name, spatial, low) for v, name, low in (
+        (stride, "stride", 1), (padding, "padding", 0), (dilation, "dilation", 1)))
     sizes = [(s + 2 * p - d * (k - 1) - 1) // st + 1 for s, k, st, p, d in zip(
-        input.shape[2:], weight.shape[2:], *geometry, strict=True)]
-    if (weight.ndim != input.ndim or input.shape[1] != weight.shape[1] * groups
-            or weight.shape[0] % groups or out.shape != (input.shape[0], weight.shape[0], *sizes)
-            or (bias is not None and bias.shape != (weight.shape[0],))):
-        raise ValueError(f"input {list(input.shape)}, weight {list(weight.shape)}, groups "
-                         f"{groups}, bias {None if bias is None else list(bias.shape)} into "
-                         f"out {list(out.shape)}")
+        input.shape[2:], weight.shape[2:], steps, pads, dilations, strict=True)]
+    if (weight.shape[0] % groups or min(sizes) < 1
+            or (bias is not None and rules.tensor(bias, "bias").shape != (weight.shape[0],))):
+        rules.refuse(inputs, "a kernel larger than the padded input, or output channels the "
+                     "groups or the bias do not fit")
+    return (input.shape[0], weight.shape[0], *sizes)
+
+
+def check_conv(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
+               stride: IntList, padding: IntList, dilation: IntList, transposed: bool,
+               output_padding: IntList, groups: int, *, out: np.ndarray, **_: object) -> None:
+    """``conv_shape``, input, weight and bias of out's float dtype (torch: of one dtype)."""
+    del output_padding  # transposed convolution only
+    if transposed:
+        raise NotImplementedError("transposed convolution")
+    shape = conv_shape(input, weight, bias, stride, padding, dilation, groups)
+    inputs = {"input": input, "weight": weight, "bias": bias}
+    if weight.dtype != input.dtype or (bias is not None and bias.dtype != input.dtype):
+        rules.refuse(inputs, "input, weight and bias of different dtypes")
+    rules.expect(out, shape, input.dtype, inputs)
 
 
 def convolution(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
@@ -377,10 +402,7 @@ def convolution(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
                 output_padding: IntList, groups: int, *, out: np.ndarray,
                 scratch: np.ndarray | None = None) -> Bound:
     """1-D/2-D convolution (cross-correlation), any groups; depthwise has its own path."""
-    del output_padding  # only meaningful for transposed convolution
-    if transposed or weight.ndim not in (3, 4):
-        raise NotImplementedError("only non-transposed 1-D and 2-D convolution")
-    check_conv(input, weight, bias, stride, padding, dilation, groups, out)
+    del output_padding, transposed  # checked: not transposed
     plan = _conv_plan(input.shape, weight.shape, stride, padding, dilation, groups)
     if scratch is not None and scratch.nbytes < plan.nbytes:  # budgeted: row/channel tiles
         plan = _conv_plan(input.shape, weight.shape, stride, padding, dilation, groups,
@@ -449,13 +471,10 @@ def max_pool2d(self: np.ndarray, kernel_size: IntList, stride: IntList = (),
 
 def _pool_taps(x: np.ndarray, win: _Window, pad: float, combine: np.ufunc, ws: Workspace,
                out: np.ndarray) -> Bound:
-    """out = ``combine`` of every tap of ``win`` over ``x`` padded with ``pad``. The shape rule,
-    checked at prepare: the windows give ``out``'s shape."""
+    """out = ``combine`` of every tap of ``win`` over ``x`` padded with ``pad``."""
     (first, *rest), fill, valid = _phase_taps(x, win, pad, ws)
     acc = ws.take(first.shape, out.dtype)
     result = valid(acc)
-    if result.shape != out.shape:
-        raise ValueError(f"pooling windows give {list(result.shape)} into {list(out.shape)}")
 
     def run() -> None:
         fill()
@@ -477,6 +496,43 @@ def _pool_window(self: np.ndarray, kernel_size: IntList, stride: IntList, paddin
         n = (size + 2 * p - d * (k - 1) - 1 + (s - 1 if ceil_mode else 0)) // s + 1
         out_hw.append(n - 1 if ceil_mode and (n - 1) * s >= size + p else n)
     return _Window(win.kernel, win.stride, win.padding, win.dilation, tuple(out_hw))
+
+
+def pool_shape(self: np.ndarray, kernel_size: IntList, stride: IntList, padding: IntList,
+               dilation: IntList, ceil_mode: bool) -> tuple[int, ...]:
+    """torch's pooling output shape: self (N, C, H, W) or (C, H, W) with C, H, W nonzero;
+    kernel, stride (empty: the kernel's), padding (at most half the dilated kernel) and dilation
+    of 1 or 2 ints; at least one window per row and column. ValueError otherwise."""
+    inputs = {"self": rules.tensor(self, "self"), "kernel_size": kernel_size, "stride": stride,
+              "padding": padding, "dilation": dilation, "ceil_mode": ceil_mode}
+    kernel = _window_ints(kernel_size, "kernel_size", 2, 1)
+    stride = _window_ints(stride, "stride", 2, 1) if stride else kernel
+    pads = _window_ints(padding, "padding", 2, 0)
+    dilation = _window_ints(dilation, "dilation", 2, 1)
+    if self.ndim not in (3, 4) or 0 in self.shape[-3:]:
+        rules.refuse(inputs, "a (N, C, H, W) or (C, H, W) input of nonzero C, H and W expected")
+    if any(2 * p > d * (k - 1) + 1 for k, p, d in zip(kernel, pads, dilation, strict=True)):
+        rules.refuse(inputs, "padding over half the kernel")
+    hw = _pool_window(self, kernel, stride, pads, dilation, ceil_mode).out_hw
+    if min(hw) < 1:
+        rules.refuse(inputs, "a window larger than the padded input")
+    return (*self.shape[:-2], *hw)
+
+
+def check_pool(self: np.ndarray, kernel_size: IntList, stride: IntList = (),
+               padding: IntList = (0, 0), dilation: IntList = (1, 1), ceil_mode: bool = False,
+               *, out: np.ndarray, indices: np.ndarray | None = None,
+               divisor_override: int | None = None, **_: object) -> None:
+    """max/avg pooling: out (and int64 indices) of ``pool_shape``, in self's dtype."""
+    shape = pool_shape(self, kernel_size, stride, padding, dilation, ceil_mode)
+    if divisor_override is not None:
+        rules.integer(divisor_override, "divisor_override")
+        if not divisor_override:
+            raise ValueError("divisor_override 0")
+    inputs = {"self": self, "kernel_size": kernel_size, "stride": stride, "padding": padding}
+    rules.expect(out, shape, self.dtype, inputs)
+    if indices is not None:
+        rules.expect(indices, shape, rules.INT64, inputs, "indices")
 
 
 def _pool_scratch(self: np.ndarray, kernel_size: IntList, stride: IntList = (),
@@ -650,15 +706,118 @@ def adaptive_avg_pool2d(self: np.ndarray, output_size: IntList, *, out: np.ndarr
     return run
 
 
+def _parameters(inputs: dict[str, np.ndarray | None], names: Sequence[str],
+                shape: Sequence[int], dtype: np.dtype) -> None:
+    """ValueError unless each of the named optional ``inputs`` is None or ``dtype[shape]``."""
+    for name in names:
+        value = inputs[name]
+        if value is not None and (rules.tensor(value, name).shape != tuple(shape)
+                                  or value.dtype != dtype):
+            rules.refuse(inputs, f"{name} is not {dtype}{list(shape)}")
+
+
+def _normalized(input: np.ndarray, min_ndim: int) -> np.ndarray:
+    """``input``: a float tensor of at least ``min_ndim`` dims (normalisation kernels)."""
+    rules.tensor(input, "input", frozenset({rules.FLOAT32}))
+    if input.ndim < min_ndim:
+        raise ValueError(f"input {rules.describe(input)}: at least {min_ndim} dims expected")
+    return input
+
+
+def _expect_normalised(inputs: dict[str, object], stats: Sequence[int], out0: np.ndarray,
+                       out1: np.ndarray, out2: np.ndarray) -> None:
+    """out0 of the input's shape, the statistics out1/out2 of ``stats``, in its dtype."""
+    input = inputs["input"]
+    for name, out, shape in (("out0", out0, input.shape), ("out1", out1, stats),
+                             ("out2", out2, stats)):
+        rules.expect(out, shape, input.dtype, inputs, name)
+
+
+def _check_batch_norm(input: np.ndarray, weight: np.ndarray | None, bias: np.ndarray | None,
+                      running_mean: np.ndarray, running_var: np.ndarray, momentum: float,
+                      eps: float, *, out0: np.ndarray, out1: np.ndarray, out2: np.ndarray,
+                      **_: object) -> None:
+    """(N, C, ...) input, one value per channel in every parameter; out0 as input, out1/out2
+    the empty saved statistics of eval mode."""
+    rules.number(momentum, "momentum")
+    rules.number(eps, "eps")
+    inputs = {"input": _normalized(input, 2), "weight": weight, "bias": bias,
+              "running_mean": rules.tensor(running_mean, "running_mean"),
+              "running_var": rules.tensor(running_var, "running_var")}
+    _parameters(inputs, ("weight", "bias", "running_mean", "running_var"), input.shape[1:2],
+                input.dtype)
+    _expect_normalised(inputs, (0,), out0, out1, out2)
+
+
+def _check_layer_norm(input: np.ndarray, normalized_shape: Sequence[int],
+                      weight: np.ndarray | None, bias: np.ndarray | None, eps: float, *,
+                      out0: np.ndarray, out1: np.ndarray, out2: np.ndarray,
+                      **_: object) -> None:
+    """input (..., *normalized_shape); weight/bias of normalized_shape; out0 as input, the
+    statistics out1/out2 with the normalised dims kept as 1s."""
+    rules.number(eps, "eps")
+    normalized = rules.ints(normalized_shape, "normalized_shape", 0)
+    inputs = {"input": _normalized(input, 1), "normalized_shape": normalized_shape,
+              "weight": weight, "bias": bias}
+    n = len(normalized)
+    if not 1 <= n <= input.ndim or input.shape[input.ndim - n:] != normalized:
+        rules.refuse(inputs, "input does not end in normalized_shape")
+    _parameters(inputs, ("weight", "bias"), normalized, input.dtype)
+    _expect_normalised(inputs, (*input.shape[:input.ndim - n], *(1,) * n), out0, out1, out2)
+
+
+def _check_group_norm(input: np.ndarray, weight: np.ndarray | None, bias: np.ndarray | None,
+                      N: int, C: int, HxW: int, group: int, eps: float, *, out0: np.ndarray,
+                      out1: np.ndarray, out2: np.ndarray, **_: object) -> None:
+    """input (N, C, ...) of N * C * HxW elements, C a multiple of group; weight/bias per
+    channel; out0 as input, out1/out2 (N, group)."""
+    rules.number(eps, "eps")
+    inputs = {"input": _normalized(input, 2), "weight": weight, "bias": bias, "N": N, "C": C,
+              "HxW": HxW, "group": group}
+    group = rules.integer(group, "group", 1)
+    if (N, C, HxW) != (input.shape[0], input.shape[1], math.prod(input.shape[2:])) or C % group:
+        rules.refuse(inputs, "N, C, HxW other than the input's, or C not in groups")
+    _parameters(inputs, ("weight", "bias"), (C,), input.dtype)
+    _expect_normalised(inputs, (N, group), out0, out1, out2)
+
+
+def _check_adaptive_pool(self: np.ndarray, output_size: IntList, *, out: np.ndarray,
+                         **_: object) -> None:
+    """(N, C, H, W) or (C, H, W) self, nonzero off N, gives (..., *output_size)."""
+    size = rules.ints(output_size, "output_size", 0)
+    inputs = {"self": rules.tensor(self, "self"), "output_size": output_size}
+    if len(size) != 2 or self.ndim not in (3, 4) or 0 in self.shape[-3:]:
+        rules.refuse(inputs, "a (N, C, H, W) or (C, H, W) input of nonzero C, H and W, and 2 "
+                     "output sizes expected")
+    rules.expect(out, (*self.shape[:-2], *size), self.dtype, inputs)
+
+
+def _check_embedding(weight: np.ndarray, indices: np.ndarray, *, out: np.ndarray,
+                     **_: object) -> None:
+    """A 2-D weight and int64/int32 indices give (*indices.shape, embedding size)."""
+    inputs = {"weight": rules.tensor(weight, "weight"),
+              "indices": rules.tensor(indices, "indices", rules.INDEX)}
+    if weight.ndim != 2:
+        rules.refuse(inputs, "a 2-D weight expected")
+    rules.expect(out, (*indices.shape, weight.shape[1]), weight.dtype, inputs)
+
+
 KERNELS: dict[str, Kernel] = {
-    "aten::convolution.out": Kernel.prepared(convolution, FLOAT, scratch=_conv_scratch),
+    "aten::convolution.out": Kernel.prepared(convolution, FLOAT, scratch=_conv_scratch,
+                                             check=check_conv),
     "aten::max_pool2d_with_indices.out": Kernel(max_pool2d_with_indices, FLOAT | INT8,
-                                                scratch=_pool_scratch),
-    "nee::max_pool2d.out": Kernel.prepared(max_pool2d, FLOAT | INT8, scratch=_phase_scratch),
-    "aten::avg_pool2d.out": Kernel.prepared(avg_pool2d, FLOAT, scratch=_avg_pool_scratch),
-    "aten::_native_batch_norm_legit_no_training.out": Kernel(batch_norm_no_training, FLOAT),
-    "aten::native_layer_norm.out": Kernel.prepared(native_layer_norm, FLOAT),
-    "aten::native_group_norm.out": Kernel.prepared(native_group_norm, FLOAT),
-    "aten::_adaptive_avg_pool2d.out": Kernel.prepared(adaptive_avg_pool2d, FLOAT),
-    "aten::embedding.out": Kernel.prepared(embedding, NUMERIC),
+                                                scratch=_pool_scratch, check=check_pool),
+    "nee::max_pool2d.out": Kernel.prepared(max_pool2d, FLOAT | INT8, scratch=_phase_scratch,
+                                           check=check_pool),
+    "aten::avg_pool2d.out": Kernel.prepared(avg_pool2d, FLOAT, scratch=_avg_pool_scratch,
+                                            check=check_pool),
+    "aten::_native_batch_norm_legit_no_training.out": Kernel(batch_norm_no_training, FLOAT,
+                                                             check=_check_batch_norm),
+    "aten::native_layer_norm.out": Kernel.prepared(native_layer_norm, FLOAT,
+                                                   check=_check_layer_norm),
+    "aten::native_group_norm.out": Kernel.prepared(native_group_norm, FLOAT,
+                                                   check=_check_group_norm),
+    "aten::_adaptive_avg_pool2d.out": Kernel.prepared(adaptive_avg_pool2d, FLOAT,
+                                                      check=_check_adaptive_pool),
+    "aten::embedding.out": Kernel.prepared(embedding, NUMERIC, check=_check_embedding),
 }

@@ -47,10 +47,11 @@ import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from runtime_py.kernels import Bound, Kernel, long_loops, nn
+from runtime_py.kernels import Bound, Kernel, long_loops, nn, rules
 from runtime_py.kernels._common import (
     FLOAT,
     INT8,
@@ -1044,7 +1045,7 @@ def avg_pool2d_int8(self: np.ndarray, kernel_size: IntList, stride: IntList, pad
     pool = _AVG_POOL.bind({"self": self, "kernel_size": kernel_size, "stride": stride,
                            "padding": padding, "ceil_mode": False, "count_include_pad": False,
                            "divisor_override": 1, "out": sums,
-                           "scratch": _rest(scratch, regions)})
+                           "scratch": _rest(scratch, regions)}, check=False)
     counts = np.outer(*(_valid_taps(*args) for args in zip(
         self.shape[-2:], *_pool_geometry(kernel_size, stride, padding), out.shape[-2:],
         strict=True)))
@@ -1219,19 +1220,215 @@ def _softmax_scratch(self: np.ndarray, dim: int, **_: object) -> int:
     return workspace_bytes(*_softmax_regions(self.shape, dim).values())
 
 
+# -- shape and dtype rules (``rules``) ----------------------------------------------------------
+
+_INT8 = frozenset({rules.INT8})
+
+
+def _int8_range(low: int, high: int, low_name: str, high_name: str) -> None:
+    """``low`` <= ``high``, both int8 values (activation or quantization bounds)."""
+    low = rules.integer(low, low_name, INT8_MIN, INT8_MAX)
+    if rules.integer(high, high_name, low, INT8_MAX) < low:
+        raise ValueError(f"{high_name} {high} below {low_name} {low}")
+
+
+def _zero_points(**zero_points: int) -> None:
+    """Zero points of int8 tensors are int8 values (TFLite's rule)."""
+    for name, value in zero_points.items():
+        rules.integer(value, name, INT8_MIN, INT8_MAX)
+
+
+def _per_channel_values(values: Any, name: str, channels: int, kind: type = int) -> None:
+    """One value (of ``kind``) per channel, or one for all."""
+    items = list(values) if isinstance(values, tuple | list) else [values]
+    if len(items) not in (1, channels) or not all(isinstance(v, kind) for v in items):
+        raise ValueError(f"{name} {values!r}: 1 or {channels} {kind.__name__} values expected")
+
+
+def _requant_args(channels: int, output_multiplier: Ints, output_shift: Ints,
+                  activation_min: int, activation_max: int, rounding: str,
+                  roundings: tuple[str, ...], effective_scale: Any = None) -> None:
+    """Per-channel multipliers and shifts (or ``effective_scale`` for rounding "float"), the
+    activation range within int8."""
+    if rounding not in roundings:
+        raise ValueError(f"rounding {rounding!r}: one of {', '.join(roundings)}")
+    if rounding == "float":
+        _per_channel_values(effective_scale, "effective_scale", channels, float)
+    _per_channel_values(output_multiplier, "output_multiplier", channels)
+    _per_channel_values(output_shift, "output_shift", channels)
+    _int8_range(activation_min, activation_max, "activation_min", "activation_max")
+
+
+def _bias(bias: np.ndarray | None, channels: int, inputs: dict[str, Any]) -> None:
+    if bias is not None and (rules.tensor(bias, "bias").dtype != rules.INT32
+                             or bias.shape != (channels,)):
+        rules.refuse(inputs, f"an int32 bias of {channels} values expected")
+
+
+def _check_quantize(input: np.ndarray, scale: float, zero_point: int, quant_min: int,
+                    quant_max: int, *, out: np.ndarray, **_: object) -> None:
+    """float32 input to int8 out of its shape, within int8 bounds."""
+    inputs = {"input": rules.tensor(input, "input", frozenset({rules.FLOAT32}))}
+    rules.number(scale, "scale")
+    rules.integer(zero_point, "zero_point")
+    _int8_range(quant_min, quant_max, "quant_min", "quant_max")
+    rules.expect(out, input.shape, rules.INT8, inputs)
+
+
+def _check_dequantize(input: np.ndarray, scale: float, zero_point: int, *, out: np.ndarray,
+                      **_: object) -> None:
+    """int8 input to float32 out of its shape."""
+    inputs = {"input": rules.tensor(input, "input", _INT8)}
+    rules.number(scale, "scale")
+    rules.integer(zero_point, "zero_point")
+    rules.expect(out, input.shape, rules.FLOAT32, inputs)
+
+
+def _check_dequantize_per_channel(input: np.ndarray, scales: np.ndarray,
+                                  zero_points: np.ndarray | None, axis: int, *,
+                                  out: np.ndarray, **_: object) -> None:
+    """int8 input to float32 out of its shape; float scales and integer zero points (or None)
+    with one value per index of ``axis``."""
+    inputs = {"input": rules.tensor(input, "input", _INT8), "scales": scales,
+              "zero_points": zero_points, "axis": axis}
+    if not input.ndim:
+        rules.refuse(inputs, "a 0-d input has no channels")
+    channels = (input.shape[rules.axis(axis, input.ndim)],)
+    if (rules.tensor(scales, "scales").dtype.kind != "f" or scales.shape != channels
+            or (zero_points is not None and (rules.tensor(zero_points, "zero_points").dtype.kind
+                                             not in "iu" or zero_points.shape != channels))):
+        rules.refuse(inputs, f"float scales and integer zero points of shape {list(channels)} "
+                     "expected")
+    rules.expect(out, input.shape, rules.FLOAT32, inputs)
+
+
+def _check_conv2d(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
+                  stride: IntList, padding: IntList, dilation: IntList, groups: int,
+                  input_zero_point: int, output_zero_point: int, output_multiplier: Ints,
+                  output_shift: Ints, activation_min: int, activation_max: int,
+                  rounding: str = "double", *, out: np.ndarray, **_: object) -> None:
+    """int8 (N, C, H, W) input and (O, C / groups, KH, KW) weight, an int32 bias, give int8 out
+    of the convolution's shape (``nn.conv_shape``)."""
+    inputs = {"input": rules.tensor(input, "input", _INT8),
+              "weight": rules.tensor(weight, "weight", _INT8), "bias": bias}
+    if input.ndim != 4 or weight.ndim != 4:
+        rules.refuse(inputs, "a 2-D convolution expected")
+    shape = nn.conv_shape(input, weight, bias, stride, padding, dilation, groups)
+    _bias(bias, weight.shape[0], inputs)
+    _zero_points(input_zero_point=input_zero_point, output_zero_point=output_zero_point)
+    _requant_args(weight.shape[0], output_multiplier, output_shift, activation_min,
+                  activation_max, rounding, ("double", "single"))
+    rules.expect(out, shape, rules.INT8, inputs)
+
+
+def _check_linear(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
+                  input_zero_point: int, output_zero_point: int, output_multiplier: Ints,
+                  output_shift: Ints, activation_min: int, activation_max: int,
+                  rounding: str = "double", effective_scale: Sequence[float] | None = None, *,
+                  out: np.ndarray, **_: object) -> None:
+    """int8 input (..., K) and weight (N, K), an int32 bias, give int8 out (..., N)."""
+    inputs = {"input": rules.tensor(input, "input", _INT8),
+              "weight": rules.tensor(weight, "weight", _INT8), "bias": bias}
+    if not input.ndim or weight.ndim != 2 or weight.shape[1] != input.shape[-1]:
+        rules.refuse(inputs, "input (..., K) and weight (N, K) expected")
+    _bias(bias, weight.shape[0], inputs)
+    _zero_points(input_zero_point=input_zero_point, output_zero_point=output_zero_point)
+    _requant_args(weight.shape[0], output_multiplier, output_shift, activation_min,
+                  activation_max, rounding, ("double", "single", "float"), effective_scale)
+    rules.expect(out, (*input.shape[:-1], weight.shape[0]), rules.INT8, inputs)
+
+
+def _check_binary(self: np.ndarray, other: np.ndarray, activation_min: int,
+                  activation_max: int, *, out: np.ndarray, **requant: int) -> None:
+    """add/mul_int8: int8 operands broadcast to an int8 out; integer requantization
+    arguments."""
+    inputs = {"self": rules.tensor(self, "self", _INT8), "other": rules.tensor(other, "other",
+                                                                             _INT8)}
+    _zero_points(**{k: v for k, v in requant.items() if k.endswith("zero_point")})
+    for name, value in requant.items():
+        if name != "scratch":
+            rules.integer(value, name)
+    _int8_range(activation_min, activation_max, "activation_min", "activation_max")
+    rules.expect(out, rules.broadcast(inputs), rules.INT8, inputs)
+
+
+def _check_avg_pool(self: np.ndarray, kernel_size: IntList, stride: IntList, padding: IntList,
+                    activation_min: int, activation_max: int, *, out: np.ndarray,
+                    **_: object) -> None:
+    """int8 self to int8 out of the pooling shape (``nn.pool_shape``, no dilation, floor)."""
+    shape = nn.pool_shape(rules.tensor(self, "self", _INT8), kernel_size, stride, padding, 1,
+                          False)
+    _int8_range(activation_min, activation_max, "activation_min", "activation_max")
+    rules.expect(out, shape, rules.INT8, {"self": self, "kernel_size": kernel_size,
+                                          "stride": stride, "padding": padding})
+
+
+def _int8_only(dtype: np.dtype, _: object) -> np.dtype | None:
+    return dtype if dtype == rules.INT8 else None
+
+
+_MEAN = rules.reduction(("out", _int8_only), dim_types=(tuple, list), identity=False)
+
+
+def _check_mean(self: np.ndarray, dim: Sequence[int], keepdim: bool, input_zero_point: int,
+                output_zero_point: int, multiplier: int, shift: int, *, out: np.ndarray,
+                **_: object) -> None:
+    """An int8 mean over the given (nonempty) dims."""
+    if not dim:
+        raise NotImplementedError("mean_int8 over all dims without naming them")
+    _zero_points(input_zero_point=input_zero_point, output_zero_point=output_zero_point)
+    rules.integer(multiplier, "multiplier")
+    rules.integer(shift, "shift")
+    _MEAN(self, dim, keepdim, out=out)
+
+
+def _check_lookup(self: np.ndarray, table: np.ndarray, *, out: np.ndarray,
+                  **_: object) -> None:
+    """int8 self through a 256-entry int8 table to an int8 out of self's shape."""
+    inputs = {"self": rules.tensor(self, "self", _INT8),
+              "table": rules.tensor(table, "table", _INT8)}
+    if table.shape != (256,):
+        rules.refuse(inputs, "a table of 256 entries expected")
+    rules.expect(out, self.shape, rules.INT8, inputs)
+
+
+def _check_softmax(self: np.ndarray, dim: int, table: np.ndarray, *, out: np.ndarray,
+                   **_: object) -> None:
+    """int8 self (not 0-d) along ``dim`` to an int8 out of its shape; a table of 256
+    int32/int64 exponentials."""
+    inputs = {"self": rules.tensor(self, "self", _INT8), "dim": dim,
+              "table": rules.tensor(table, "table", frozenset({rules.INT32, rules.INT64}))}
+    if not self.ndim:
+        raise NotImplementedError("softmax_int8 of a 0-d tensor")
+    rules.axis(dim, self.ndim)
+    if table.shape != (256,):
+        rules.refuse(inputs, "a table of 256 entries expected")
+    rules.expect(out, self.shape, rules.INT8, inputs)
+
+
 KERNELS: dict[str, Kernel] = {
     "nee::quantize_per_tensor.out": Kernel.prepared(quantize_per_tensor, INT8,
-                                                    scratch=_quantize_scratch),
-    "nee::dequantize_per_tensor.out": Kernel.prepared(dequantize_per_tensor, FLOAT),
-    "nee::dequantize_per_channel.out": Kernel.prepared(dequantize_per_channel, FLOAT),
-    "nee::conv2d_int8.out": Kernel.prepared(conv2d_int8, INT8, scratch=_conv_scratch),
-    "nee::linear_int8.out": Kernel.prepared(linear_int8, INT8, scratch=_linear_scratch),
-    "nee::add_int8.out": Kernel.prepared(add_int8, INT8, inplace=True, scratch=_binary_scratch),
-    "nee::mul_int8.out": Kernel.prepared(mul_int8, INT8, inplace=True, scratch=_binary_scratch),
+                                                    scratch=_quantize_scratch,
+                                                    check=_check_quantize),
+    "nee::dequantize_per_tensor.out": Kernel.prepared(dequantize_per_tensor, FLOAT,
+                                                      check=_check_dequantize),
+    "nee::dequantize_per_channel.out": Kernel.prepared(dequantize_per_channel, FLOAT,
+                                                       check=_check_dequantize_per_channel),
+    "nee::conv2d_int8.out": Kernel.prepared(conv2d_int8, INT8, scratch=_conv_scratch,
+                                            check=_check_conv2d),
+    "nee::linear_int8.out": Kernel.prepared(linear_int8, INT8, scratch=_linear_scratch,
+                                            check=_check_linear),
+    "nee::add_int8.out": Kernel.prepared(add_int8, INT8, inplace=True, scratch=_binary_scratch,
+                                         check=_check_binary),
+    "nee::mul_int8.out": Kernel.prepared(mul_int8, INT8, inplace=True, scratch=_binary_scratch,
+                                         check=_check_binary),
     "nee::avg_pool2d_int8.out": Kernel.prepared(avg_pool2d_int8, INT8,
-                                                scratch=_avg_pool_scratch),
-    "nee::mean_int8.out": Kernel.prepared(mean_int8, INT8, scratch=_mean_scratch),
+                                                scratch=_avg_pool_scratch,
+                                                check=_check_avg_pool),
+    "nee::mean_int8.out": Kernel.prepared(mean_int8, INT8, scratch=_mean_scratch,
+                                          check=_check_mean),
     "nee::lookup_int8.out": Kernel.prepared(lookup_int8, INT8, inplace=True,
-                                            scratch=_lookup_scratch),
-    "nee::softmax_int8.out": Kernel.prepared(softmax_int8, INT8, scratch=_softmax_scratch),
+                                            scratch=_lookup_scratch, check=_check_lookup),
+    "nee::softmax_int8.out": Kernel.prepared(softmax_int8, INT8, scratch=_softmax_scratch,
+                                             check=_check_softmax),
 }

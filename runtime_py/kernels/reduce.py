@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from runtime_py.kernels import Bound, Kernel
+from runtime_py.kernels import Bound, Kernel, rules
 from runtime_py.kernels._common import (
     ALL,
     BOOL,
@@ -189,9 +189,9 @@ def _softmax(self: np.ndarray, dim: int, out: np.ndarray, scratch: np.ndarray | 
              log: bool) -> Bound:
     """softmax or log_softmax of ``self`` along ``dim``: x - max(x) and the row statistic are
     computed in ``out`` (a copy of ``self``, so ``out`` may be ``self``); log_softmax keeps
-    exp(x - max) in scratch. The shape rule, checked at prepare: ``out`` has ``self``'s shape."""
-    if self.shape != out.shape:
-        raise ValueError(f"softmax of {list(self.shape)} into {list(out.shape)}")
+    exp(x - max) in scratch (a 0-d ``self`` as one row of 1)."""
+    if self.ndim == 0:
+        self, out, dim = self.reshape(1), out.reshape(1), 0
     self, out, rows = _rows_along(self, dim, out)
     ws = Workspace(scratch)
     stat = ws.take((*rows.shape[:-1], 1), "float32")
@@ -242,33 +242,118 @@ def _softmax_scratch(self: np.ndarray, dim: int, log: bool = False, **_: object)
     return workspace_bytes((stat, "float32"), *([(self.shape, "float32")] if log else []))
 
 
+# Out dtypes from self's dtype and the ``dtype`` argument (None: torch refuses the input).
+
+
+def _same(dtype: np.dtype, _: object) -> np.dtype:
+    return dtype
+
+
+def _index(dtype: np.dtype, _: object) -> np.dtype:
+    return rules.INT64
+
+
+def _truth_dtype(dtype: np.dtype, _: object) -> np.dtype:
+    """any/all give bool (uint8 for uint8)."""
+    return dtype if dtype == np.uint8 else rules.BOOL
+
+
+def _sum_dtype(dtype: np.dtype, requested: str | None) -> np.dtype:
+    """sum/prod/cumsum: the requested dtype, else floats keep theirs, ints and bools int64."""
+    if requested is not None:
+        return np.dtype(requested)
+    return dtype if dtype.kind == "f" else rules.INT64
+
+
+def _mean_dtype(dtype: np.dtype, requested: str | None) -> np.dtype | None:
+    """mean: the requested dtype or self's, a float one."""
+    result = np.dtype(requested) if requested is not None else dtype
+    return result if result.kind == "f" else None
+
+
+def _float_dtype(dtype: np.dtype, requested: str | None) -> np.dtype | None:
+    """var, vector norm: a float self; the requested dtype or self's."""
+    return (np.dtype(requested) if requested is not None else dtype) if dtype.kind == "f" else None
+
+
+_ONE_DIM, _OPTIONAL_DIM = (int,), (int, type(None))
+
+
+def _norm_identity(self: np.ndarray, ord: float = 2, dim: Sequence[int] | None = None,
+                   **_: object) -> None:
+    """torch: the inf and negative norms have no identity: no empty reduction."""
+    rules.number(ord, "ord")
+    reduced = rules.axes(dim, self.ndim)
+    if (ord < 0 or math.isinf(ord)) and any(self.shape[a] == 0 for a in reduced):
+        rules.refuse({"self": self, "ord": ord, "dim": dim}, "an empty reduction")
+
+
+def _check_cumsum(self: np.ndarray, dim: int, *, dtype: str | None = None, out: np.ndarray,
+                  **_: object) -> None:
+    """out has self's shape, in the requested dtype (else int64 for ints and bools)."""
+    rules.tensor(self, "self")
+    if self.ndim == 0:
+        raise NotImplementedError("cumsum of a 0-d tensor")
+    rules.axis(dim, self.ndim)
+    rules.expect(out, self.shape, _sum_dtype(self.dtype, dtype), {"self": self, "dim": dim})
+
+
+def _check_softmax(self: np.ndarray, dim: int, half_to_float: bool, *, out: np.ndarray,
+                   **_: object) -> None:
+    """out has float self's shape and dtype (half_to_float is for float16 inputs only)."""
+    rules.tensor(self, "self", frozenset({rules.FLOAT32}))
+    rules.axis(dim, self.ndim)
+    if half_to_float:
+        raise ValueError("half_to_float takes a float16 self")
+    rules.expect(out, self.shape, self.dtype, {"self": self, "dim": dim})
+
+
+_CORRECTION = rules.numbers("correction", optional=True)
+_SUM = rules.reduction(("out", _sum_dtype))
+_MEAN = rules.reduction(("out", _mean_dtype))
+_VAR = rules.reduction(("out", _float_dtype))
+_EXTREMUM = rules.reduction(("out", _same), identity=False)
+_ARG_EXTREMUM = rules.reduction(("out", _index), dim_types=_OPTIONAL_DIM, identity=False)
 _mean = _accumulate(np.mean)
 _sum = _accumulate(np.sum)
 _prod = _accumulate(np.prod)
 _TRUTH = {"any": _truth(np.any), "all": _truth(np.all)}
+# any/all overloads: dim an int, a list (empty: no dims) or None, none (all dims)
+_TRUTH_RULES = {"out": rules.reduction(("out", _truth_dtype), dim_types=_ONE_DIM),
+                "dims_out": rules.reduction(("out", _truth_dtype), empty_all=False),
+                "all_out": rules.reduction(("out", _truth_dtype))}
 
 KERNELS: dict[str, Kernel] = {
-    "aten::mean.out": Kernel(_mean, FLOAT),
-    "aten::mean.dtype_out": Kernel(_mean, FLOAT),
-    "aten::sum.IntList_out": Kernel(_sum, NUMERIC),
-    "aten::sum.out": Kernel(_sum, NUMERIC),
-    "aten::prod.int_out": Kernel(_prod, NUMERIC),
-    "aten::prod.out": Kernel(_prod, NUMERIC),
-    "aten::amax.out": Kernel(_extremum(np.amax), ALL),
-    "aten::amin.out": Kernel(_extremum(np.amin), ALL),
-    **{f"aten::{name}.{overload}": Kernel(fn, BOOL) for name, fn in _TRUTH.items()
-       for overload in ("out", "dims_out", "all_out")},
-    "aten::argmax.out": Kernel(_arg_extremum(np.argmax), INDEX),
-    "aten::argmin.out": Kernel(_arg_extremum(np.argmin), INDEX),
-    "aten::max.dim_max": Kernel(max_dim, ALL),
-    "aten::min.dim_min": Kernel(min_dim, ALL),
-    "aten::cumsum.out": Kernel(cumsum, NUMERIC, scratch=_cumsum_scratch),
-    "aten::linalg_vector_norm.out": Kernel(linalg_vector_norm, FLOAT, scratch=like_self(1)),
-    "aten::var.correction_out": Kernel(var, FLOAT, scratch=like_self(1)),
-    "aten::var_mean.correction_out": Kernel(var_mean, FLOAT, scratch=like_self(1)),
+    "aten::mean.out": Kernel(_mean, FLOAT, check=_MEAN),
+    "aten::mean.dtype_out": Kernel(_mean, FLOAT, check=_MEAN),
+    "aten::sum.IntList_out": Kernel(_sum, NUMERIC, check=_SUM),
+    "aten::sum.out": Kernel(_sum, NUMERIC, check=_SUM),
+    "aten::prod.int_out": Kernel(_prod, NUMERIC,
+                                 check=rules.reduction(("out", _sum_dtype), dim_types=_ONE_DIM)),
+    "aten::prod.out": Kernel(_prod, NUMERIC, check=_SUM),
+    "aten::amax.out": Kernel(_extremum(np.amax), ALL, check=_EXTREMUM),
+    "aten::amin.out": Kernel(_extremum(np.amin), ALL, check=_EXTREMUM),
+    **{f"aten::{name}.{overload}": Kernel(fn, BOOL, check=check)
+       for name, fn in _TRUTH.items() for overload, check in _TRUTH_RULES.items()},
+    "aten::argmax.out": Kernel(_arg_extremum(np.argmax), INDEX, check=_ARG_EXTREMUM),
+    "aten::argmin.out": Kernel(_arg_extremum(np.argmin), INDEX, check=_ARG_EXTREMUM),
+    "aten::max.dim_max": Kernel(max_dim, ALL, check=rules.reduction(
+        ("max", _same), ("max_values", _index), dim_types=_ONE_DIM, identity=False)),
+    "aten::min.dim_min": Kernel(min_dim, ALL, check=rules.reduction(
+        ("min", _same), ("min_indices", _index), dim_types=_ONE_DIM, identity=False)),
+    "aten::cumsum.out": Kernel(cumsum, NUMERIC, scratch=_cumsum_scratch, check=_check_cumsum),
+    "aten::linalg_vector_norm.out": Kernel(linalg_vector_norm, FLOAT, scratch=like_self(1),
+                                           check=rules.all_of(_VAR, _norm_identity)),
+    "aten::var.correction_out": Kernel(var, FLOAT, scratch=like_self(1),
+                                       check=rules.all_of(_VAR, _CORRECTION)),
+    "aten::var_mean.correction_out": Kernel(var_mean, FLOAT, scratch=like_self(1),
+                                            check=rules.all_of(rules.reduction(
+                                                ("out0", _float_dtype), ("out1", _float_dtype)),
+                                                _CORRECTION)),
     "aten::_softmax.out": Kernel.prepared(softmax, FLOAT, inplace=True,
-                                          scratch=_softmax_scratch),
+                                          scratch=_softmax_scratch, check=_check_softmax),
     "aten::_log_softmax.out": Kernel.prepared(log_softmax, FLOAT, inplace=True,
                                               scratch=functools.partial(_softmax_scratch,
-                                                                        log=True)),
+                                                                        log=True),
+                                              check=_check_softmax),
 }

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import tflite
 from ai_edge_litert.interpreter import Interpreter, OpResolverType
-from kernel_harness import peak_bytes
+from kernel_harness import check_rules, peak_bytes
 
 from runtime_py.kernels import KERNELS
 from toolchain.quantize.fixed_point import Quant, f32
@@ -79,7 +79,8 @@ def run_kernel(name: str, out_shape: Sequence[int], out_dtype: str = "int8",
                **args: Any) -> np.ndarray:
     """NEE kernel ``name`` on ``args`` into a fresh out (pre-filled with garbage), bound as the
     runtime binds it, with the workspace its ``scratch`` asks for; a prepared kernel is run
-    twice, the second run allocating (nearly) nothing."""
+    twice, the second run allocating (nearly) nothing. Its rule refuses wrong outs
+    (``check_rules``)."""
     kernel = KERNELS[name]
     out = np.full(tuple(out_shape), 99, out_dtype)
     if kernel.scratch is not None:
@@ -89,6 +90,7 @@ def run_kernel(name: str, out_shape: Sequence[int], out_dtype: str = "int8",
     if kernel.prepare is not None:
         peak = peak_bytes(call)
         assert peak < RUN_ALLOCATION_LIMIT, f"{name}: a run allocated {peak} bytes"
+    check_rules(name, args, {"out": out})
     return out
 
 

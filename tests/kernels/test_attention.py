@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from kernel_harness import ATOL, RTOL, random, run_kernel, to_kernel_arg
+from kernel_harness import ATOL, RTOL, check_rules, random, run_kernel, to_kernel_arg
 
 from runtime_py.kernels import KERNELS
 
@@ -20,16 +20,23 @@ sdpa = torch.nn.functional.scaled_dot_product_attention
 KERNEL = KERNELS["nee::scaled_dot_product_attention.out"]
 
 
+def _args(kwargs: dict[str, Any]) -> dict[str, Any]:
+    return {name: to_kernel_arg(v) for name, v in kwargs.items()}
+
+
 def _check(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, **options: Any) -> None:
     """The kernel, without and with a planned scratch (then allocating nothing output-sized
-    when the inputs are contiguous), equals torch on the same inputs."""
-    want = sdpa(query, key, value, **options).numpy()
-    args = {name: to_kernel_arg(v) for name, v in
-            {"query": query, "key": key, "value": value, **options}.items()}
+    when the inputs are contiguous), equals torch on the same inputs; its rule too
+    (``check_rules``)."""
+    kwargs = {"query": query, "key": key, "value": value, **options}
+    want = sdpa(**kwargs).numpy()
+    args = _args(kwargs)
     for scratch in (False, True):
         out = np.full(want.shape, 1e30, np.float32)
         run_kernel(KERNEL, args, {"out": out}, scratch)
         np.testing.assert_allclose(out, want, rtol=RTOL, atol=ATOL, err_msg=f"scratch={scratch}")
+    check_rules("nee::scaled_dot_product_attention.out", args, {"out": out}, reference=sdpa,
+                kwargs=kwargs, to_args=_args)
 
 
 def _qkv(lead: tuple[int, ...], length: int, source: int, dim: int = 8, value_dim: int = 6,

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from kernel_harness import planned_scratch, random, to_kernel_arg
+from kernel_harness import check_rules, planned_scratch, random, to_kernel_arg
 
 from runtime_py.kernels import KERNELS
 from toolchain.passes.fuse_activation import FUSED
@@ -48,11 +48,41 @@ def test_fused_keys_registered() -> None:
 @pytest.mark.parametrize("scratch", [False, True])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_fused(case: str, scratch: bool) -> None:
-    key, base_op, base_args, activation, act_args, torch_act = CASES[case]
+    key, base_op, base_args, _, _, torch_act = CASES[case]
     want = torch_act(base_op(**base_args)).numpy()
     kernel = KERNELS[key]
-    args = {**{k: to_kernel_arg(v) for k, v in base_args.items()}, "activation": activation,
-            **{f"act_{k}": v for k, v in act_args.items()}}
+    args = _args(case, base_args)
     out = np.full(want.shape, np.nan, np.float32)
-    kernel.fn(**args, out=out, **(planned_scratch(kernel, args) if scratch else {}))
+    kernel.bind({**args, "out": out, **(planned_scratch(kernel, args) if scratch else {})})()
     np.testing.assert_allclose(out, want, **TOL)
+    check_rules(key, args, {"out": out}, reference=lambda **kw: torch_act(base_op(**kw)),
+                kwargs=base_args, to_args=lambda kw: _args(case, kw), **TOL)
+
+
+def _args(case: str, base_args: dict[str, Any]) -> dict[str, Any]:
+    """The fused kernel's args: the base op's, the activation and its ``act_`` args."""
+    _, _, _, activation, act_args, _ = CASES[case]
+    return {**{k: to_kernel_arg(v) for k, v in base_args.items()}, "activation": activation,
+            **{f"act_{k}": v for k, v in act_args.items()}}
+
+
+@pytest.mark.parametrize(("change", "error"), [
+    ({"activation": "aten::nonexistent.out"}, ValueError),
+    ({"activation": "aten::cat.out"}, ValueError),  # not an in-place kernel
+    ({"activation": "aten::add.out"}, TypeError),  # its ``other`` is missing
+    ({"act_max_val": 6.0}, TypeError),  # relu takes no max_val
+    ({"activation": "aten::hardtanh.out", "act_mini": 0.0}, TypeError),
+    ({"activation": "aten::silu.out", "act_beta": 1.0}, TypeError),  # a prepared activation
+    ({"activation": "aten::gelu.out", "act_approximate": "sigmoid"}, ValueError),
+])
+def test_fused_activation_arguments_refused_at_bind(change: dict[str, Any],
+                                                    error: type[Exception]) -> None:
+    """An unknown or non-in-place activation, or arguments its kernel does not take, are
+    refused when the call is bound, not when it runs."""
+    args = {**_args("conv+relu", CONV), **change}
+    out = np.empty(CONV_OUT, np.float32)
+    with pytest.raises(error):
+        KERNELS["nee::convolution_act.out"].bind({**args, "out": out})
+
+
+CONV_OUT = tuple(aten.convolution.default(**CONV).shape)

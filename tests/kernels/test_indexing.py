@@ -11,6 +11,7 @@ import torch
 from kernel_harness import (
     LAYOUTS,
     check_op,
+    check_rules,
     coarse,
     kernel_args,
     out_variant,
@@ -34,12 +35,15 @@ def _positions(n: int, shape: tuple[int, ...], negative: bool = False,
 
 
 def _run(op: torch._ops.OpOverload, **kwargs: Any) -> dict[str, np.ndarray]:
-    """The outputs of ``op``'s kernel (bound to a planned scratch) on ``kwargs``."""
+    """The outputs of ``op``'s kernel (bound to a planned scratch) on ``kwargs``; its rule
+    refuses wrong outs (``check_rules``)."""
     out_op = out_variant(op)
     kernel = KERNELS[canonical_name(out_op)]
     outs = {name: np.empty_like(want.numpy()) for name, want in
             zip(out_arg_names(out_op._schema), op(**kwargs), strict=True)}
-    run_kernel(kernel, kernel_args(out_op, kwargs), outs, scratch=True)
+    args = kernel_args(out_op, kwargs)
+    run_kernel(kernel, args, outs, scratch=True)
+    check_rules(canonical_name(out_op), args, outs)
     return outs
 
 
@@ -365,3 +369,13 @@ def test_triangle_dtypes(op: torch._ops.OpOverload, dtype: torch.dtype) -> None:
 def test_triangle_zeroes_nan_and_inf(op: torch._ops.OpOverload) -> None:
     x = torch.tensor([[float("nan"), float("inf")], [-float("inf"), float("nan")]])
     check_op(op, self=x)
+
+
+@pytest.mark.parametrize("src_dtype", [torch.int64, torch.bool, torch.float32])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_scatters_convert_src(dtype: torch.dtype, src_dtype: torch.dtype) -> None:
+    """src of another dtype is converted to self's, as torch copies it."""
+    x = random((4, 5), dtype)
+    src = random((4, 2), src_dtype, scale=3)
+    check_op(aten.slice_scatter.default, self=x, src=src, dim=1, start=1, step=2)
+    check_op(aten.select_scatter.default, self=x, src=src[:, 0], dim=1, index=2)

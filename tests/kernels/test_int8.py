@@ -734,3 +734,80 @@ def test_softmax(case: int) -> None:
     actual = run_kernel("nee::softmax_int8.out", x.shape, self=x, dim=1,
                         table=fixed_point.softmax_table(input, beta))
     assert_exact(actual, expected, f"softmax {x.shape} {input} beta={beta}")
+
+
+# -- shape and dtype rules ----------------------------------------------------------------
+
+_I8 = np.int8
+_REQUANT = {"output_zero_point": 0, "output_multiplier": [1 << 30], "output_shift": [-1],
+            "activation_min": -128, "activation_max": 127, "rounding": "double"}
+# kernel -> (args it binds with, its out)
+RULE_BASES: dict[str, tuple[dict, np.ndarray]] = {
+    "nee::conv2d_int8.out": ({"input": np.zeros((1, 4, 6, 6), _I8),
+                              "weight": np.zeros((8, 4, 3, 3), _I8),
+                              "bias": np.zeros(8, np.int32), "stride": (1, 1),
+                              "padding": (1, 1), "dilation": (1, 1), "groups": 1,
+                              "input_zero_point": 0, **_REQUANT}, np.zeros((1, 8, 6, 6), _I8)),
+    "nee::linear_int8.out": ({"input": np.zeros((5, 16), _I8), "weight": np.zeros((8, 16), _I8),
+                              "bias": np.zeros(8, np.int32), "input_zero_point": 0, **_REQUANT},
+                             np.zeros((5, 8), _I8)),
+    "nee::add_int8.out": ({"self": np.zeros((2, 3), _I8), "other": np.zeros(3, _I8),
+                           "self_zero_point": 0, "other_zero_point": 0, "output_zero_point": 0,
+                           "left_shift": 20, "self_multiplier": 1 << 30, "self_shift": 0,
+                           "other_multiplier": 1 << 30, "other_shift": 0,
+                           "output_multiplier": 1 << 30, "output_shift": 0,
+                           "activation_min": -128, "activation_max": 127},
+                          np.zeros((2, 3), _I8)),
+    "nee::lookup_int8.out": ({"self": np.zeros((2, 3), _I8), "table": np.zeros(256, _I8)},
+                             np.zeros((2, 3), _I8)),
+    "nee::softmax_int8.out": ({"self": np.zeros((2, 3), _I8), "dim": 1,
+                               "table": np.zeros(256, np.int32)}, np.zeros((2, 3), _I8)),
+    "nee::mean_int8.out": ({"self": np.zeros((1, 3, 4, 4), _I8), "dim": (2, 3), "keepdim": True,
+                            "input_zero_point": 0, "output_zero_point": 0,
+                            "multiplier": 1 << 30, "shift": 0}, np.zeros((1, 3, 1, 1), _I8)),
+    "nee::dequantize_per_channel.out": ({"input": np.zeros((3, 4), _I8),
+                                         "scales": np.ones(4, np.float32), "zero_points": None,
+                                         "axis": 1, "quant_min": -128, "quant_max": 127},
+                                        np.zeros((3, 4), np.float32)),
+}
+# (kernel, argument changes) each refused at bind
+RULE_BREAKS = [
+    ("nee::conv2d_int8.out", {"bias": np.zeros(8, np.int64)}),
+    ("nee::conv2d_int8.out", {"bias": np.zeros(7, np.int32)}),
+    ("nee::conv2d_int8.out", {"weight": np.zeros((8, 3, 3, 3), _I8)}),
+    ("nee::conv2d_int8.out", {"input": np.zeros((1, 4, 6, 6), np.float32)}),
+    ("nee::conv2d_int8.out", {"output_multiplier": [1 << 30] * 3}),
+    ("nee::conv2d_int8.out", {"activation_min": 100, "activation_max": 50}),
+    ("nee::conv2d_int8.out", {"input_zero_point": 300}),
+    ("nee::conv2d_int8.out", {"rounding": "float"}),
+    ("nee::conv2d_int8.out", {"groups": 3}),
+    ("nee::linear_int8.out", {"weight": np.zeros((8, 15), _I8)}),
+    ("nee::linear_int8.out", {"rounding": "float"}),  # without effective_scale
+    ("nee::linear_int8.out", {"bias": np.zeros(8, np.int64)}),
+    ("nee::add_int8.out", {"other": np.zeros(3, np.int64)}),
+    ("nee::add_int8.out", {"other": np.zeros(4, _I8)}),
+    ("nee::add_int8.out", {"self_zero_point": 200}),
+    ("nee::lookup_int8.out", {"table": np.zeros(255, _I8)}),
+    ("nee::lookup_int8.out", {"table": np.zeros(256, np.int32)}),
+    ("nee::softmax_int8.out", {"table": np.zeros(256, np.float32)}),
+    ("nee::softmax_int8.out", {"dim": 2}),
+    ("nee::mean_int8.out", {"dim": (2, -2)}),
+    ("nee::mean_int8.out", {"keepdim": False}),
+    ("nee::dequantize_per_channel.out", {"scales": np.ones(3, np.float32)}),
+    ("nee::dequantize_per_channel.out", {"axis": 2}),
+]
+
+
+@pytest.mark.parametrize("name", sorted(RULE_BASES))
+def test_rule_accepts_the_base_call(name: str) -> None:
+    args, out = RULE_BASES[name]
+    KERNELS[name].bind({**args, "out": out})
+
+
+@pytest.mark.parametrize(("name", "change"), RULE_BREAKS, ids=lambda v: v if isinstance(
+    v, str) else ",".join(v))
+def test_rule_refuses_at_bind(name: str, change: dict) -> None:
+    """Operand dtypes and shapes against each other, per-channel lengths, int8 ranges."""
+    args, out = RULE_BASES[name]
+    with pytest.raises(ValueError):
+        KERNELS[name].bind({**args, **change, "out": out})

@@ -11,6 +11,7 @@ import pytest
 import torch
 from kernel_harness import (
     check_op,
+    check_rules,
     coarse,
     placeholder,
     random,
@@ -131,6 +132,7 @@ def test_max_pool2d_without_indices(case: str, scratch: bool) -> None:
     out = np.full(want.shape, 7.0, np.float32)
     run_kernel(KERNELS["nee::max_pool2d.out"], args, {"out": out}, scratch)
     np.testing.assert_array_equal(out, want)
+    check_rules("nee::max_pool2d.out", args, {"out": out})
 
 
 def test_max_pool2d_nan_and_neg_inf() -> None:

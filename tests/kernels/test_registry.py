@@ -1,12 +1,15 @@
-"""Registry-level checks: kernel signatures follow the schemas, the model zoo is covered."""
+"""Registry-level checks: kernel signatures follow the schemas, the model zoo is covered, every
+kernel states its shape and dtype rule and the harness checked each one."""
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
+from kernel_harness import EXERCISED
 from model_ops import EXAMPLE_NAMES
 
 from runtime_py.kernels import KERNELS, Kernel
@@ -74,3 +77,23 @@ def test_example_ops_have_kernels(model: str,
                                   exported_kernel_names: Callable[[str], frozenset[str]]) -> None:
     missing = exported_kernel_names(model) - KERNELS.keys()
     assert not missing, f"{model} needs kernels for {sorted(missing)}"
+
+
+def test_every_kernel_states_its_rule() -> None:
+    """``Kernel.check``: the shape and dtype rule ``Kernel.bind`` checks at load."""
+    assert not sorted(name for name, kernel in KERNELS.items() if kernel.check is None)
+
+
+KERNEL_TESTS = {p.name for p in Path(__file__).parent.glob("test_*.py")}
+
+
+def test_every_rule_is_exercised(request: pytest.FixtureRequest) -> None:
+    """Every kernel went through ``kernel_harness.check_rules`` in this session (its rule
+    refusing wrong outs and, for calls of several tensors, judging relabelled inputs as torch
+    does). Runs last (conftest), and only when every kernel test was selected."""
+    option = request.config.option
+    ran = {Path(str(item.fspath)).name for item in request.session.items}
+    if (option.keyword or option.markexpr or getattr(option, "deselect", None)
+            or getattr(option, "lf", False) or not ran >= KERNEL_TESTS):
+        pytest.skip("only when every kernel test runs")
+    assert not sorted(KERNELS.keys() - EXERCISED)
