@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from runtime_py import build_info
 from runtime_py.dataflow import dataflow_problems, extent, ints, layout_problems
 from runtime_py.errors import BundleError, MissingKernelsError
 from runtime_py.fbs.ArgKind import ArgKind
@@ -589,6 +590,16 @@ def kernel_list(b: LoadedBundle) -> list[tuple[str, str]]:
     return [(k.op, DTYPES[k.dtype]) for k in b.bundle.kernels or [] if 0 <= k.dtype < len(DTYPES)]
 
 
+def needed_kernels(b: LoadedBundle) -> list[tuple[str, str]]:
+    """The kernels a runtime needs for the bundle: its declared ones and the activations its
+    fused calls (``nee::*_act.out``) run in place on their outputs."""
+    tensors = b.bundle.tensors or []
+    nodes = [*(b.bundle.nodes or []), *(n for d in b.bundle.delegates or [] for n in d.nodes or [])]
+    fused = {(a.str, DTYPES[tensors[int(n.outputs[0])].dtype]) for n in nodes
+             for a in n.args or [] if a.name == "activation" and a.kind == ArgKind.String}
+    return sorted(set(kernel_list(b)) | fused)
+
+
 def _check_kernel_list(b: LoadedBundle) -> None:
     tensors = b.bundle.tensors or []
     nodes = [n for n in b.bundle.nodes or [] if n.op != DELEGATE_CALL]
@@ -603,14 +614,16 @@ def _check_kernel_list(b: LoadedBundle) -> None:
 def _check_kernels_present(b: LoadedBundle) -> None:
     """Collect every missing (op, dtype) kernel before failing."""
     missing = sorted(
-        f"{op} ({dtype})" for op, dtype in kernel_list(b)
+        f"{op} ({dtype})" for op, dtype in needed_kernels(b)
         if op not in KERNELS or dtype not in KERNELS[op].dtypes
     )
     if missing:
+        hint = ("build the board's runtime with nee-build for this bundle too"
+                if build_info.KERNELS is not None else
+                "add them to runtime_py/kernels or export with a runtime-supported op set")
         raise MissingKernelsError(
-            f"{b.path}: {len(missing)} kernel(s)", "kernels present in this runtime",
-            "missing: " + ", ".join(missing),
-            "add them to runtime_py/kernels or export with a runtime-supported op set",
-        )
+            f"{b.path}: {len(missing)} kernel(s)",
+            f"kernels present in this runtime ({build_info.BUILD})",
+            "missing: " + ", ".join(missing), hint)
 
 

@@ -106,6 +106,8 @@ class Program:
         try:  # no context manager here: it would allocate on every run
             self.set_inputs(inputs)
             self._run_all()
+        except InputError:
+            raise
         except _INPUT_ERRORS as e:  # a kernel refusing the input values (e.g. token ids)
             raise self._value_error(e) from e
         finally:
@@ -239,6 +241,8 @@ class Program:
             inspect.signature(kernel.fn).bind(**kwargs)
         except TypeError as e:
             raise BundleError(what, "arguments the runtime's kernel takes", str(e), hint) from e
+        if kernel.check is not None:  # the rule before anything else looks at the arguments
+            kernel.check(**kwargs)
         scratch = kwargs.get("scratch")
         if kernel.scratch is not None and scratch is not None:
             shapes = {k: v for k, v in kwargs.items() if k != "scratch"}
@@ -246,7 +250,7 @@ class Program:
             if scratch.nbytes < least:
                 raise BundleError(what, f"a scratch of at least {least} bytes",
                                   f"{scratch.nbytes} bytes", hint)
-        return Call(node.op, kernel.bind(kwargs), node.source or "")
+        return Call(node.op, kernel.bind(kwargs, check=False), node.source or "")
 
     def _delegate_call(self, node: Any) -> Call:
         """Hand the partition to its backend (the CPU one for a fallback) to prepare."""
@@ -294,8 +298,9 @@ class Program:
         return _SCALARS[kind](arg)
 
 
-# What a kernel raises at run on input values it cannot take (an index out of range).
-_INPUT_ERRORS = (IndexError, ZeroDivisionError)
+# What a kernel raises at run on input values it cannot take (an index out of range, an
+# integer power with a negative exponent).
+_INPUT_ERRORS = (IndexError, ZeroDivisionError, ValueError)
 # What preparing a kernel raises on arguments it cannot use (shapes, kinds, values).
 _BIND_ERRORS = (TypeError, ValueError, KeyError, AttributeError, IndexError, ZeroDivisionError,
                 OverflowError, NotImplementedError)

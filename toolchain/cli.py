@@ -287,3 +287,31 @@ def boards_main(board: str | None) -> None:
             click.echo(describe_board(load_board(board), recipe_source(board)))
     except NeeError as e:
         raise click.ClickException(str(e)) from e
+
+
+@click.command()
+@version_option
+@click.argument("bundles", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--board", required=True, help="The board the runtime is for (a shipped recipe's "
+                                             "name or a recipe .toml).")
+@click.option("--output", "-o", required=True, type=click.Path(file_okay=False),
+              help="Folder for the wheel, the bundles and the kernel lists.")
+def build_main(bundles: tuple[str, ...], board: str, output: str) -> None:
+    """Build BOARD's runtime for BUNDLES: a wheel of the runtime with only the kernels (op,
+    dtype) the bundles need and the board's delegate backends, the bundles, and the kernel list
+    for ExecuTorch (selected_operators.yaml) and TFLite Micro (micro_op_resolver.h)."""
+    from toolchain.build import build
+
+    try:
+        summary = build(load_board(board), [Path(b) for b in bundles], Path(output))
+    except NeeError as e:
+        raise click.ClickException(str(e)) from e
+    click.echo(f"kernels kept ({len(summary.kernels_kept)}): {', '.join(summary.kernels_kept)}")
+    click.echo(f"kernels dropped: {summary.kernels_dropped}; kernel modules dropped: "
+               f"{', '.join(summary.modules_dropped) or 'none'}; backends: "
+               f"{', '.join(summary.backends)}")
+    click.echo(f"wrote {Path(output) / summary.wheel} ({summary.wheel_bytes} bytes; the full "
+               f"runtime's wheel: {summary.full_wheel_bytes} bytes, "
+               f"{summary.wheel_bytes / summary.full_wheel_bytes:.0%})")
+    click.echo(f"wrote {output}/bundles, selected_operators.yaml, micro_op_resolver.h, "
+               "build.json")

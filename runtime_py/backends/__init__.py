@@ -11,13 +11,14 @@ it was exported with a CPU fallback (the reference program then runs on the CPU)
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
-from runtime_py.backends.ethos_u import EthosU
+from runtime_py import build_info
 from runtime_py.kernels import Bound
 
 
@@ -87,4 +88,17 @@ class Cpu:
         return run_all(partition.reference())
 
 
-BACKENDS: dict[str, Backend] = {"cpu": Cpu(), "ethos-u": EthosU()}
+# Delegate backends by name: the module and class implementing each.
+DELEGATE_BACKENDS = {"ethos-u": ("runtime_py.backends.ethos_u", "EthosU")}
+
+
+def _shipped() -> dict[str, Backend]:
+    """The CPU backend and the delegate backends this runtime ships (all, or those a board's
+    pruned runtime kept: ``build_info.BACKENDS``)."""
+    kept = DELEGATE_BACKENDS.keys() if build_info.BACKENDS is None else build_info.BACKENDS
+    return {"cpu": Cpu(), **{name: getattr(importlib.import_module(module), cls)()
+                             for name, (module, cls) in DELEGATE_BACKENDS.items()
+                             if name in kept}}
+
+
+BACKENDS: dict[str, Backend] = _shipped()

@@ -41,12 +41,16 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import functools
+import importlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from runtime_py import build_info
 
 Bound = Callable[[], None]  # a kernel call with its arguments bound
 
@@ -130,29 +134,22 @@ class Kernel:
         return self.prepare(**args) if self.prepare else functools.partial(self.fn, **args)
 
 
-# Imported after Kernel: the kernel modules build their KERNELS dicts from it.
-from runtime_py.kernels import (  # noqa: E402
-    attention,
-    creation,
-    elementwise,
-    fused,
-    indexing,
-    linalg,
-    nn,
-    quantized,
-    reduce,
-    shape,
-)
+# The kernel modules, each with its KERNELS dict; a pruned runtime ships some of them
+# (runtime_py/build_info.py, written by nee-build).
+MODULES = ("elementwise", "reduce", "linalg", "nn", "shape", "creation", "fused", "attention",
+           "indexing", "quantized")
 
-KERNELS: dict[str, Kernel] = {
-    **elementwise.KERNELS,
-    **reduce.KERNELS,
-    **linalg.KERNELS,
-    **nn.KERNELS,
-    **shape.KERNELS,
-    **creation.KERNELS,
-    **fused.KERNELS,
-    **attention.KERNELS,
-    **indexing.KERNELS,
-    **quantized.KERNELS,
-}
+
+def _registry() -> dict[str, Kernel]:
+    """Every kernel of the shipped modules; in a pruned runtime, only the (op, dtype) pairs
+    it was built with."""
+    found: dict[str, Kernel] = {}
+    for name in build_info.KERNEL_MODULES or MODULES:
+        found.update(importlib.import_module(f"runtime_py.kernels.{name}").KERNELS)
+    if build_info.KERNELS is None:
+        return found
+    return {op: dataclasses.replace(found[op], dtypes=found[op].dtypes & dtypes)
+            for op, dtypes in build_info.KERNELS.items()}
+
+
+KERNELS: dict[str, Kernel] = _registry()
