@@ -5,6 +5,7 @@ After ``load_bundle`` returns, the executor trusts the bundle and runs without c
 
 from __future__ import annotations
 
+import itertools
 import math
 import mmap
 import re
@@ -154,14 +155,30 @@ def _fail(b: LoadedBundle, what: str, expected: str, found: str) -> BundleError:
 
 
 def _check_segments(b: LoadedBundle) -> None:
+    """Each segment 64-aligned and inside the file, no two sharing bytes."""
     limit = len(b.data) - FOOTER_BYTES
-    for i, seg in enumerate(b.bundle.segments or []):
+    segments = b.bundle.segments or []
+    for i, seg in enumerate(segments):
         end = b.segment_base + seg.offset + seg.size
         if seg.offset % SEGMENT_ALIGNMENT or end > limit:
             raise BundleError(f"{b.path}: segment {i}",
                               f"a 64-aligned blob ending within {limit} bytes (before the footer)",
                               f"offset {seg.offset}, end {end}",
                               "the file is truncated or damaged; export it again")
+    order = sorted(range(len(segments)), key=lambda k: segments[k].offset)
+    for j, k in itertools.pairwise(order):
+        if segments[j].offset + segments[j].size > segments[k].offset:
+            raise _fail(b, f"segments {j} and {k}", "disjoint byte ranges",
+                        f"[{segments[j].offset}, {segments[j].offset + segments[j].size}) and "
+                        f"[{segments[k].offset}, {segments[k].offset + segments[k].size})")
+
+
+def _most_elements(b: LoadedBundle) -> int:
+    """The bytes of the bundle's arenas, delegate workspaces and segments: no tensor of a
+    well-formed bundle has more elements (its output-sized views live there)."""
+    arenas = sum(a.size for a in (b.bundle.plan.arenas if b.bundle.plan else []) or [])
+    return (arenas + sum(d.workspace for d in b.bundle.delegates or [])
+            + sum(s.size for s in b.bundle.segments or []))
 
 
 def _check_segment_crcs(b: LoadedBundle) -> None:
@@ -252,6 +269,7 @@ def storage_size(b: LoadedBundle, kind: int, index: int) -> int | None:
 
 
 def _check_tensors(b: LoadedBundle) -> None:
+    most = _most_elements(b)
     for i, t in enumerate(b.bundle.tensors or []):
         what = f"tensor {i} ({t.name})"
         if not 0 <= t.dtype < len(DTYPES):
@@ -260,6 +278,10 @@ def _check_tensors(b: LoadedBundle) -> None:
         if len(shape) != len(strides) or min(shape + strides, default=0) < 0:
             raise _fail(b, what, "non-negative shape and strides of one rank",
                         f"shape {shape}, strides {strides}")
+        if math.prod(shape) > most:
+            raise _fail(b, what, f"at most {most} elements (the bytes of the bundle's arenas "
+                        "and segments: a broadcast view feeds a node whose output is in them)",
+                        f"shape {shape} ({math.prod(shape)} elements)")
         size = storage_size(b, t.storageKind, t.storage)
         if size is None:
             raise _fail(b, what, "a valid storage", f"kind {t.storageKind} index {t.storage}")

@@ -170,7 +170,20 @@ def _misaligned_view(b):
     view.shape = [*view.shape[:-1], view.shape[-1] - 1]  # still inside its storage
 
 
+def _overlapping_segments(b):
+    b.segments[1].offset = b.segments[0].offset
+
+
+def _huge_broadcast_view(b):
+    """A zero-stride view of 2^31 rows: inside its storage, but a node would loop for hours."""
+    view = next(t for t in b.tensors if t.aliasOf >= 0)
+    view.shape = [1 << 31, *view.shape[1:]]
+    view.strides = [0, *view.strides[1:]]
+
+
 @pytest.mark.parametrize("mutate, message", [
+    (_overlapping_segments, r"segments 0 and 1: expected disjoint byte ranges"),
+    (_huge_broadcast_view, r"expected at most \d+ elements .* found shape \[2147483648"),
     (_weight_in_arena, r"tensor layout problem.*buffer 0 is already tensor \d+'s"),
     (_misaligned_view, r"byte offset \d+ not a multiple of its float32 size"),
     (_huge_arena, r"arena sizes: expected each the size its buffers need.*34359738368 B"),
