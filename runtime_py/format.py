@@ -13,11 +13,11 @@ SIZE_PREFIX_BYTES = 4
 # The node calling a delegated partition (Bundle.delegates[args.delegate]); not a kernel.
 DELEGATE_CALL = "nee::delegate_call"
 
-# DType enum value <-> numpy dtype name, in schemas/nee.fbs order.
 SCRATCH_ARG = "scratch"  # a kernel's planned workspace argument (the add_scratch pass adds it)
 FAST_SCRATCH_ARG = "fast_scratch"  # a delegate call's second workspace, in fast memory
 SCRATCH_ARGS = (SCRATCH_ARG, FAST_SCRATCH_ARG)  # workspaces: live during their node only
 
+# DType enum value <-> numpy dtype name, in schemas/nee.fbs order.
 DTYPES = ("float32", "float64", "float16", "int64", "int32", "int16", "int8", "uint8", "bool")
 DTYPE_CODES = {name: code for code, name in enumerate(DTYPES)}
 

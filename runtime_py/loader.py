@@ -30,6 +30,7 @@ from runtime_py.format import (
     FOOTER_BYTES,
     FOOTER_MAGIC,
     SCHEMA_VERSION,
+    SCRATCH_ARGS,
     SEGMENT_ALIGNMENT,
     SIZE_PREFIX_BYTES,
     align,
@@ -496,7 +497,7 @@ def _delegate_problems(b: LoadedBundle, i: int, d: Any, call: Any) -> list[str]:
          "a reference program writing every output"),
         (e is None or (e.clockHz > 0 and len(e.opNames or []) == len(ints(e.opCycles))),
          "an estimate with a clock and one cycle count per named op"),
-        ([_bytes(tensors, _tensor_args(call, key)) for key in ("scratch", "fast_scratch")]
+        ([_bytes(tensors, _tensor_args(call, key)) for key in SCRATCH_ARGS]
          == [d.scratch, d.fastScratch], f"workspaces of {d.scratch} and {d.fastScratch} bytes"),
         (all(k < len(tensors) and offset + extent(tensors[k])[1] <= d.scratch
              for k, offset in zip(ins + outs, ints(d.inputOffsets) + ints(d.outputOffsets),

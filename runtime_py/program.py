@@ -26,7 +26,7 @@ from runtime_py.errors import (
 )
 from runtime_py.fbs.ArgKind import ArgKind
 from runtime_py.fbs.StorageKind import StorageKind
-from runtime_py.format import DELEGATE_CALL, DTYPES, SEGMENT_ALIGNMENT
+from runtime_py.format import DELEGATE_CALL, DTYPES, SCRATCH_ARGS, SEGMENT_ALIGNMENT
 from runtime_py.kernels import KERNELS, Bound, configure_numpy
 from runtime_py.loader import LoadedBundle, ints, load_bundle, output_names
 
@@ -257,7 +257,7 @@ class Program:
         index = next(int(a.ints[0]) for a in node.args if a.name == "delegate")
         d = self.loaded.bundle.delegates[index]
         scratch, fast = (next((self.tensors[int(a.tensors[0])] for a in node.args
-                               if a.name == key), None) for key in ("scratch", "fast_scratch"))
+                               if a.name == key), None) for key in SCRATCH_ARGS)
         partition = Partition(
             index, d.backend, d.target, {kv.key: kv.value for kv in d.compileSpecs or []},
             {p.name: self.segment(p.segment) for p in d.payload or []},

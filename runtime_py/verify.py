@@ -52,9 +52,9 @@ def _array(program: Program, segment: int, shape: tuple[int, ...], dtype: str) -
 
 def _check(i: int, name: str, got: np.ndarray, want: np.ndarray, rtol: float,
            atol: float) -> OutputCheck:
-    error = np.abs(got.astype(np.float64) - want.astype(np.float64))
-    both_nan = np.isnan(error) & np.isnan(got.astype(np.float64)) & np.isnan(
-        want.astype(np.float64))
-    within = (error <= atol + rtol * np.abs(want.astype(np.float64))) | both_nan
+    got, want = got.astype(np.float64), want.astype(np.float64)
+    error = np.abs(got - want)
+    both_nan = np.isnan(got) & np.isnan(want)
+    within = (error <= atol + rtol * np.abs(want)) | both_nan
     worst = float(np.max(np.where(both_nan, 0.0, error), initial=0.0))
     return OutputCheck(i, name, worst, atol, rtol, bool(within.all()))

@@ -11,6 +11,7 @@ and ``build.json`` (kernels kept and dropped, modules, wheel sizes against the f
 from __future__ import annotations
 
 import ast
+import importlib
 import json
 import re
 import shutil
@@ -22,6 +23,7 @@ from pathlib import Path
 
 from runtime_py import __version__
 from runtime_py import kernels as kernel_package
+from runtime_py.backends import DELEGATE_BACKENDS
 from runtime_py.errors import NeeError
 from runtime_py.loader import LoadedBundle, load_bundle, needed_kernels
 from toolchain.boards import Board
@@ -30,8 +32,6 @@ from toolchain.selective_build.interop import executorch_yaml, tflm_resolver
 
 RUNTIME = Path(kernel_package.__file__).resolve().parents[1]  # the runtime_py package folder
 KERNEL_DIR = RUNTIME / "kernels"
-ALWAYS = ("__init__", "_common", "rules")  # kernel-package modules every runtime needs
-BACKEND_MODULES = {"ethos-u": "ethos_u"}  # delegate backend name -> runtime_py/backends module
 
 
 @dataclass(frozen=True)
@@ -113,14 +113,14 @@ def _backends(board: Board, paths: list[Path], loaded: list[LoadedBundle]) -> li
 
 
 def _kernel_modules() -> set[str]:
-    return {p.stem for p in KERNEL_DIR.glob("*.py")} - set(ALWAYS)
+    """The modules holding kernels (a runtime always ships the package's other modules)."""
+    return set(kernel_package.MODULES)
 
 
 def _modules(ops: set[str]) -> set[str]:
     """The kernel modules defining ``ops``, and every kernel module those import."""
     defining = {name for name in _kernel_modules()
-                if ops & set(getattr(__import__(f"runtime_py.kernels.{name}",
-                                                fromlist=["KERNELS"]), "KERNELS", {}))}
+                if ops & importlib.import_module(f"runtime_py.kernels.{name}").KERNELS.keys()}
     needed, todo = set(), list(defining)
     while todo:
         name = todo.pop()
@@ -154,9 +154,9 @@ def _stage(root: Path, board: Board, bundles: list[str],
         for name in _kernel_modules() - modules:
             (package / "kernels" / f"{name}.py").unlink()
     if backends is not None:
-        for backend, module in BACKEND_MODULES.items():
+        for backend, (module, _) in DELEGATE_BACKENDS.items():
             if backend not in backends:
-                (package / "backends" / f"{module}.py").unlink()
+                (package / "backends" / f"{module.rpartition('.')[2]}.py").unlink()
     if selected is not None:
         (package / "build_info.py").write_text(_build_info(board, bundles, selected, modules,
                                                            backends))

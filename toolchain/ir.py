@@ -173,9 +173,10 @@ class Graph:
             used.update(dict.fromkeys(n for v in node.args.values() for n in refs(v)))
         return list(dict.fromkeys([*(self.storage_of(n) for n in used), *used]))
 
-    def constant_roots(self) -> list[str]:
-        """The used constants owning their storage (one bundle segment each)."""
-        return [n for n in self.used_tensors()
+    def constant_roots(self, used: list[str] | None = None) -> list[str]:
+        """The used constants owning their storage (one bundle segment each); ``used``: the
+        program's ``used_tensors()`` if the caller has them."""
+        return [n for n in (self.used_tensors() if used is None else used)
                 if self.tensors[n].kind == "const" and not self.tensors[n].view_of]
 
     def weight_bytes(self) -> int:

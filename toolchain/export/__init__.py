@@ -136,9 +136,9 @@ def _check_weights(weights: int, board: Board, plan: Plan) -> None:
                  f"{used} B of activations")
     if weights > room:
         raise OverBudgetError(f"weights on board {board.name}", f"at most {where}",
-                          f"{weights} B ({weights / 2**20:.1f} MiB) of weights",
-                          "quantize (--quantize int8), use a smaller model or a board with "
-                          "more memory")
+                              f"{weights} B ({weights / 2**20:.1f} MiB) of weights",
+                              "quantize (--quantize int8), use a smaller model or a board with "
+                              "more memory")
 
 
 def _plan_failure(graph: Graph, board: Board | None, error: PlanError) -> OverBudgetError:

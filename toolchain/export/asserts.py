@@ -39,7 +39,7 @@ def check_tensor_metadata(fx_node: torch.fx.Node) -> None:
                                  ("size", size and [int(s) for s in size], list(val.shape))):
         if expected is not None and expected != found:
             raise UnsupportedModelError(_where(fx_node), f"{key} {expected}", f"{key} {found}",
-                              "the model asserts a tensor property that does not hold")
+                                        "the model asserts a tensor property that does not hold")
 
 
 def check_scalar(fx_node: torch.fx.Node) -> None:
@@ -49,8 +49,8 @@ def check_scalar(fx_node: torch.fx.Node) -> None:
     value = cond.meta.get("val") if isinstance(cond, torch.fx.Node) else cond
     if isinstance(value, bool) and not value:
         raise UnsupportedModelError(_where(fx_node), "the asserted condition to hold",
-                          f"it fails: {args.get('assert_msg', '')}",
-                          "the example inputs violate a check in the model")
+                                    f"it fails: {args.get('assert_msg', '')}",
+                                    "the example inputs violate a check in the model")
 
 
 def _drop(fx_node: torch.fx.Node) -> None:

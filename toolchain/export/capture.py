@@ -175,8 +175,9 @@ def _refuse_mutations(ep: ExportedProgram) -> None:
                                 OutputKind.PARAMETER_MUTATION)]
     if mutated:
         raise UnsupportedModelError("model forward()", "no in-place update of buffers or inputs",
-                          f"updates of {', '.join(mutated)}",
-                          "return the new values as outputs instead of writing them in place")
+                                    f"updates of {', '.join(mutated)}",
+                                    "return the new values as outputs instead of writing them "
+                                    "in place")
 
 
 def _constant_inputs(ep: ExportedProgram) -> dict[str, Any]:
@@ -220,7 +221,7 @@ def _tensor(name: str, val: Any, kind: str) -> Tensor:
                                     "only tensor IO is supported")
     if any(isinstance(s, torch.SymInt) for s in val.shape):
         raise UnsupportedModelError(name, "a static shape", f"symbolic shape {tuple(val.shape)}",
-                          "export with static example inputs (no dynamic_shapes)")
+                                    "export with static example inputs (no dynamic_shapes)")
     shape = tuple(int(s) for s in val.shape)
     return Tensor(name, shape, numpy_dtype(val.dtype, name), kind)
 
@@ -285,5 +286,5 @@ def _outputs(fx_node: torch.fx.Node, values: dict[torch.fx.Node, Any],
                                         "return tensors from forward()")
     if not tensors:
         raise UnsupportedModelError("model outputs", "at least one tensor", "none",
-                          "return a tensor or a tuple of tensors from forward()")
+                                    "return a tensor or a tuple of tensors from forward()")
     return tensors, kept

@@ -81,7 +81,7 @@ def _layout(result: ExportResult) -> tuple[BundleT, list[memoryview]]:
     graph = result.graph
     names = graph.used_tensors()
     index = {name: i for i, name in enumerate(names)}
-    roots = graph.constant_roots()
+    roots = graph.constant_roots(names)
     consts = {name: i for i, name in enumerate(roots)}  # const root -> segment index
     blobs = [memoryview(np.ascontiguousarray(graph.tensors[n].data)).cast("B") for n in roots]
     payloads = []  # per delegate: payload name -> segment index
