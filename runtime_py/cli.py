@@ -15,6 +15,7 @@ import numpy as np
 from runtime_py import __version__
 from runtime_py.errors import InputError, NeeError
 from runtime_py.format import DELEGATE_CALL, SCHEMA_VERSION
+from runtime_py.generate import GenerationStats, generate
 from runtime_py.program import Program
 from runtime_py.verify import verify as verify_vectors
 
@@ -52,9 +53,23 @@ def _in_existing_folder(ctx: click.Context, param: click.Parameter,
 @click.option("--verify", is_flag=True,
               help="Run the test vectors stored with nee-export --bundle-io instead of inputs; "
                    f"exit status {VERIFY_FAILED} if an output is beyond the stored tolerance.")
+@click.option("--method", help="The method or entry point to run (default: the first; "
+                                "nee-inspect lists them).")
+@click.option("--generate", "prompt_ids", help="Greedy generation from a decoder bundle (tokens "
+                                               "and start_pos in, logits out): the prompt's "
+                                               "token ids, e.g. 1,2,3.")
+@click.option("--max-new-tokens", default=32, show_default=True, type=click.IntRange(min=1),
+              help="Tokens to generate with --generate.")
 def main(bundle: str, inputs: tuple[str, ...], random_inputs: bool, output: str | None,
-         profile: bool, repeat: int, no_segment_check: bool, verify: bool) -> None:
+         profile: bool, repeat: int, no_segment_check: bool, verify: bool, method: str | None,
+         prompt_ids: str | None, max_new_tokens: int) -> None:
     """Run BUNDLE with numpy kernels and print its outputs."""
+    if prompt_ids is not None:
+        if inputs or random_inputs or output or profile or verify:
+            raise click.UsageError("--generate makes its own inputs: give no --input, "
+                                   "--random, --output, --profile or --verify")
+        _generate(bundle, prompt_ids, max_new_tokens, method, no_segment_check)
+        return
     if verify:
         if inputs or random_inputs or output or profile:
             raise click.UsageError("--verify runs the bundle's own vectors: give no --input, "
@@ -63,6 +78,7 @@ def main(bundle: str, inputs: tuple[str, ...], random_inputs: bool, output: str 
         return
     try:
         program = Program.load(bundle, verify_segments=not no_segment_check)
+        program = program.method(method) if method else program
         arrays = _random(program) if random_inputs else _read_inputs(inputs, program)
         outputs = [o.copy() for o in program.run(*arrays)]  # also warms kernel caches up
         times = []
@@ -84,6 +100,26 @@ def main(bundle: str, inputs: tuple[str, ...], random_inputs: bool, output: str 
         click.echo(format_profile(timings))
         if program.partitions:
             click.echo(format_partitions(program, timings))
+
+
+def _generate(bundle: str, prompt: str, max_new_tokens: int, method: str | None,
+              no_segment_check: bool) -> None:
+    """Stream generated token ids, then the prefill time and decode speed."""
+    try:
+        ids = [int(x) for x in prompt.split(",")]
+    except ValueError as e:
+        raise click.BadParameter(f"{prompt!r} is not comma-separated token ids",
+                                 param_hint="--generate") from e
+    stats = GenerationStats()
+    try:
+        with Program.load(bundle, verify_segments=not no_segment_check) as program:
+            program = program.method(method) if method else program
+            for token in generate(program, ids, max_new_tokens, stats):
+                click.echo(token, nl=False)
+                click.echo(" ", nl=False)
+    except NeeError as e:
+        raise click.ClickException(str(e)) from e
+    click.echo(f"\n{stats}")
 
 
 def _verify(bundle: str, no_segment_check: bool) -> None:

@@ -5,6 +5,7 @@ After ``load_bundle`` returns, the executor trusts the bundle and runs without c
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import mmap
@@ -18,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from runtime_py import build_info
+from runtime_py.buckets import bucket_problems
 from runtime_py.dataflow import dataflow_problems, extent, ints, layout_problems
 from runtime_py.errors import BundleError, MissingKernelsError
 from runtime_py.fbs.ArgKind import ArgKind
@@ -39,6 +41,10 @@ from runtime_py.format import (
 )
 from runtime_py.kernels import KERNELS
 
+DEFAULT_METHOD = "forward"  # the root program's method name when the bundle gives none
+# A method's own program fields, which a Method table holds under the Bundle's names.
+_METHOD_FIELDS = ("methodName", "entry", "dims", "tensors", "inputs", "outputs", "nodes", "plan",
+                  "outputNames", "delegates", "testVectors")
 _DECODE_ERRORS = (IndexError, struct.error, ValueError, UnicodeDecodeError, TypeError,
                   AttributeError, OverflowError)
 
@@ -48,9 +54,21 @@ class LoadedBundle:
     """A validated bundle: the decoded tables and the mapped file holding the constants."""
 
     path: str
-    bundle: BundleT
+    bundle: BundleT  # the whole bundle, or one method's view of it (see ``methods``)
     data: mmap.mmap
     segment_base: int
+
+    @property
+    def method_name(self) -> str:
+        """The name of the method ``bundle`` holds (the root program's, for a whole bundle)."""
+        return self.bundle.methodName or DEFAULT_METHOD
+
+    def methods(self) -> list[LoadedBundle]:
+        """One LoadedBundle per method, the root program's first: the bundle's shared tables
+        (segments, state, kernels) with that method's program fields."""
+        return [self] + [dataclasses.replace(self, path=f"{self.path}#{m.name}",
+                                             bundle=_method_view(self.bundle, m))
+                         for m in self.bundle.methods or []]
 
 
 def load_bundle(path: str | Path, *, check_kernels: bool = True,
@@ -70,17 +88,33 @@ def load_bundle(path: str | Path, *, check_kernels: bool = True,
     _check_footer(path, data, size)
     try:
         bundle = BundleT.InitFromObj(Bundle.GetRootAs(data, SIZE_PREFIX_BYTES))
-        if bundle.outputNames is not None:  # flatc's object API leaves string vectors as bytes
-            bundle.outputNames = [n.decode("utf-8") for n in bundle.outputNames]
-        for d in bundle.delegates or []:
-            if d.estimate is not None and d.estimate.opNames is not None:
-                d.estimate.opNames = [n.decode("utf-8") for n in d.estimate.opNames]
+        for program in [bundle, *(bundle.methods or [])]:
+            _decode_strings(program)
     except _DECODE_ERRORS as e:
         raise BundleError(path, "a well-formed NEE flatbuffer", f"corrupt data ({e})",
                           "the file is damaged; export it again") from e
     loaded = LoadedBundle(path, bundle, data, segment_base(size))
     _validate(loaded, check_kernels, verify_segments, max_arena_bytes)
     return loaded
+
+
+def _method_view(bundle: BundleT, method: Any) -> BundleT:
+    """A BundleT holding ``method``'s program and ``bundle``'s shared tables."""
+    view = BundleT()
+    view.__dict__.update(bundle.__dict__)
+    view.methods = None
+    for name in _METHOD_FIELDS:
+        setattr(view, name, getattr(method, "name" if name == "methodName" else name))
+    return view
+
+
+def _decode_strings(program: Any) -> None:
+    """flatc's object API leaves string vectors as bytes: decode a program's in place."""
+    if program.outputNames is not None:
+        program.outputNames = [n.decode("utf-8") for n in program.outputNames]
+    for d in program.delegates or []:
+        if d.estimate is not None and d.estimate.opNames is not None:
+            d.estimate.opNames = [n.decode("utf-8") for n in d.estimate.opNames]
 
 
 def _map(path: str) -> mmap.mmap:
@@ -134,8 +168,26 @@ def _validate(b: LoadedBundle, check_kernels: bool, verify_segments: bool,
     _check_segments(b)
     if verify_segments:
         _check_segment_crcs(b)
+    _check_state(b)
+    methods = b.methods()
+    _check_method_names(b, methods)
+    for m in methods:
+        _check_method(m)
+    problems = bucket_problems([m.bundle for m in methods])
+    if problems:
+        raise _fail(b, f"{len(problems)} bucket problem(s)", "bucketed methods of one entry "
+                    "point with one dim in range and matching inputs and outputs",
+                    "; ".join(problems[:8]))
+    _check_memory_limit(b, methods, max_arena_bytes)
+    _check_kernel_list(b)
+    if check_kernels:
+        _check_kernels_present(b)
+
+
+def _check_method(b: LoadedBundle) -> None:
+    """Everything about one method's program (``b`` a method's view)."""
     _check_plan(b)
-    _check_arena_sizes(b, max_arena_bytes)
+    _check_arena_sizes(b)
     _check_tensors(b)
     _check_layout(b)
     _check_quantization(b)
@@ -144,10 +196,41 @@ def _validate(b: LoadedBundle, check_kernels: bool, verify_segments: bool,
     _check_lifetimes(b)
     _check_dataflow(b)
     _check_scalars(b)
-    _check_kernel_list(b)
     _check_test_vectors(b)
-    if check_kernels:
-        _check_kernels_present(b)
+
+
+def _check_method_names(b: LoadedBundle, methods: list[LoadedBundle]) -> None:
+    names = [m.method_name for m in methods]
+    entries = {m.bundle.entry for m in methods if m.bundle.entry}
+    clash = entries & {m.method_name for m in methods if not m.bundle.dims}
+    if len(set(names)) != len(names) or clash:
+        raise _fail(b, "method names", "distinct method names, no entry point named like a "
+                    "method of its own", f"methods {names}, entry points {sorted(entries)}")
+
+
+def state_bytes(bundle: BundleT) -> int:
+    """Bytes of the bundle's state memory (its state buffers' aligned end)."""
+    return max((align(s.offset + s.size) for s in bundle.state or []), default=0)
+
+
+def _check_state(b: LoadedBundle) -> None:
+    """State buffers: distinct names, 64-aligned, disjoint, initial bytes of their size."""
+    state, segments = b.bundle.state or [], b.bundle.segments or []
+    problems = [f"buffer {i} ({s.name}): " + p for i, s in enumerate(state) for p in (
+        "no name" if not s.name else "",
+        f"offset {s.offset} not a multiple of {SEGMENT_ALIGNMENT}"
+        if s.offset % SEGMENT_ALIGNMENT else "",
+        f"initial segment {s.initial} of {_size(segments, s.initial)} bytes for {s.size}"
+        if s.initial != -1 and _size(segments, s.initial) != s.size else "") if p]
+    order = sorted(range(len(state)), key=lambda k: state[k].offset)
+    problems += [f"buffers {j} and {k} share bytes" for j, k in itertools.pairwise(order)
+                 if state[j].offset + state[j].size > state[k].offset]
+    names = [s.name for s in state]
+    if len(set(names)) != len(names):
+        problems.append(f"names {names} not distinct")
+    if problems:
+        raise _fail(b, f"{len(problems)} state problem(s)", "named, 64-aligned, disjoint state "
+                    "buffers with initial bytes of their size", "; ".join(problems[:8]))
 
 
 def _fail(b: LoadedBundle, what: str, expected: str, found: str) -> BundleError:
@@ -179,7 +262,7 @@ def _most_elements(b: LoadedBundle) -> int:
     well-formed bundle has more elements (its output-sized views live there)."""
     arenas = sum(a.size for a in (b.bundle.plan.arenas if b.bundle.plan else []) or [])
     return (arenas + sum(d.workspace for d in b.bundle.delegates or [])
-            + sum(s.size for s in b.bundle.segments or []))
+            + sum(s.size for s in b.bundle.segments or []) + state_bytes(b.bundle))
 
 
 def _check_segment_crcs(b: LoadedBundle) -> None:
@@ -213,9 +296,9 @@ def _check_plan(b: LoadedBundle) -> None:
     _check_overlaps(b)
 
 
-def _check_arena_sizes(b: LoadedBundle, limit: int | None) -> None:
-    """Each arena exactly as large as its buffers need, within its tier's capacity, and all
-    within the caller's limit: a bundle cannot ask for memory it does not use."""
+def _check_arena_sizes(b: LoadedBundle) -> None:
+    """Each arena exactly as large as its buffers need, within its tier's capacity: a bundle
+    cannot ask for memory it does not use."""
     plan = b.bundle.plan
     if plan is None:
         return
@@ -229,9 +312,23 @@ def _check_arena_sizes(b: LoadedBundle, limit: int | None) -> None:
     if bad:
         raise _fail(b, "arena sizes", "each the size its buffers need, within its capacity",
                     "; ".join(bad))
-    total = sum(need) + sum(d.workspace for d in b.bundle.delegates or [])
+
+
+def shared_arenas(methods: list[LoadedBundle]) -> dict[str, int]:
+    """Bytes per tier of the arenas all methods share: the largest any method plans."""
+    sizes: dict[str, int] = {}
+    for m in methods:
+        for a in (m.bundle.plan.arenas if m.bundle.plan else None) or []:
+            sizes[a.tier] = max(sizes.get(a.tier, 0), a.size)
+    return sizes
+
+
+def _check_memory_limit(b: LoadedBundle, methods: list[LoadedBundle], limit: int | None) -> None:
+    """The shared arenas, the state and every delegate workspace within the caller's limit."""
+    total = (sum(shared_arenas(methods).values()) + state_bytes(b.bundle)
+             + sum(d.workspace for m in methods for d in m.bundle.delegates or []))
     if limit is not None and total > limit:
-        raise BundleError(f"{b.path}: arenas and delegate workspaces",
+        raise BundleError(f"{b.path}: arenas, state and delegate workspaces",
                           f"at most {limit} bytes (the caller's limit)", f"{total} bytes",
                           "raise max_arena_bytes or use a smaller model")
 
@@ -262,6 +359,9 @@ def storage_size(b: LoadedBundle, kind: int, index: int) -> int | None:
     if kind == StorageKind.Delegate:
         delegates = b.bundle.delegates or []
         return delegates[index].workspace if index < len(delegates) else None
+    if kind == StorageKind.State:
+        state = b.bundle.state or []
+        return state[index].size if index < len(state) else None
     pool = b.bundle.segments if kind == StorageKind.Constant else (
         b.bundle.plan.buffers if b.bundle.plan else None)
     if kind not in (StorageKind.Constant, StorageKind.Arena) or not pool or index >= len(pool):
@@ -289,6 +389,9 @@ def _check_tensors(b: LoadedBundle) -> None:
         end = extent(t)[1]
         if end > size:
             raise _fail(b, what, f"bytes within its storage of {size}", f"end at {end}")
+        if t.storageKind == StorageKind.State and t.aliasOf < 0 and end != size:
+            raise _fail(b, what, f"all {size} bytes of state buffer {t.storage}",
+                        f"{end} bytes")
     n = len(b.bundle.tensors or [])
     for role, ids in (("input", b.bundle.inputs), ("output", b.bundle.outputs)):
         for k in ints(ids):
@@ -327,7 +430,9 @@ def _check_dataflow(b: LoadedBundle) -> None:
     """Every arena byte a node (or a delegate's reference node) reads, written before it and
     not overwritten since its first read."""
     tensors = b.bundle.tensors or []
-    problems = dataflow_problems(tensors, b.bundle.nodes or [], ints(b.bundle.inputs))
+    state = [k for k, t in enumerate(tensors)
+             if t.storageKind == StorageKind.State and t.aliasOf < 0]  # written by earlier runs
+    problems = dataflow_problems(tensors, b.bundle.nodes or [], ints(b.bundle.inputs) + state)
     for i, d in enumerate(b.bundle.delegates or []):
         problems += dataflow_problems(tensors, d.nodes or [], ints(d.inputs),
                                       f"delegate {i} node")
@@ -403,7 +508,7 @@ def _check_arg(b: LoadedBundle, where: str, arg: Any) -> None:
 
 def _check_nodes(b: LoadedBundle) -> None:
     for i, node in enumerate(b.bundle.nodes or []):
-        _check_node(b, f"node {i}", node, (StorageKind.Arena, None))
+        _check_node(b, f"node {i}", node, (StorageKind.State, None))
 
 
 _OUT_ARG = re.compile(r"out\d*")  # the out arguments of out-variant kernels: out, out0, out1...
@@ -411,7 +516,7 @@ _OUT_ARG = re.compile(r"out\d*")  # the out arguments of out-variant kernels: ou
 
 def _check_node(b: LoadedBundle, where: str, node: Any, writable: tuple[int, int | None]) -> None:
     """Op name, arguments and tensor indices of one node; its outputs in storage ``writable``
-    (an arena tensor, or (Delegate, k): delegate k's workspace or an arena tensor)."""
+    (an arena tensor, and (State, None): state, or (Delegate, k): delegate k's workspace)."""
     tensors = b.bundle.tensors or []
     if not node.op:
         raise _fail(b, where, "an operator name", "none")
@@ -430,10 +535,10 @@ def _check_node(b: LoadedBundle, where: str, node: Any, writable: tuple[int, int
     for k in ints(node.outputs):
         t = tensors[k] if k < len(tensors) else None
         if t is None or not (t.storageKind == StorageKind.Arena or (
-                (t.storageKind, t.storage) == writable)):
+                (t.storageKind, t.storage) == writable) or (t.storageKind, None) == writable):
             raise _fail(b, f"{where} {node.op} output", "a tensor in the arena" + (
-                f" or in delegate {writable[1]}'s workspace" if writable[1] is not None else ""),
-                str(k))
+                f" or in delegate {writable[1]}'s workspace" if writable[1] is not None
+                else " or in the state"), str(k))
         expected = list(contiguous_strides(ints(t.shape)))
         if ints(t.strides) != expected:
             raise _fail(b, f"{where} {node.op} output {t.name}",
@@ -601,7 +706,7 @@ def _check_test_vectors(b: LoadedBundle) -> None:
 
 
 def _size(segments: list, k: int) -> int | None:
-    return segments[k].size if k < len(segments) else None
+    return segments[k].size if 0 <= k < len(segments) else None
 
 
 def _nbytes(t: Any) -> int:
@@ -613,22 +718,26 @@ def kernel_list(b: LoadedBundle) -> list[tuple[str, str]]:
     return [(k.op, DTYPES[k.dtype]) for k in b.bundle.kernels or [] if 0 <= k.dtype < len(DTYPES)]
 
 
+def _kernel_nodes(b: LoadedBundle) -> list[tuple[Any, list]]:
+    """(node, its method's tensors) for every kernel call of every method, delegates' included."""
+    return [(n, m.bundle.tensors or []) for m in b.methods()
+            for n in [*(m.bundle.nodes or []),
+                      *(n for d in m.bundle.delegates or [] for n in d.nodes or [])]
+            if n.op != DELEGATE_CALL]
+
+
 def needed_kernels(b: LoadedBundle) -> list[tuple[str, str]]:
     """The kernels a runtime needs for the bundle: its declared ones and the activations its
     fused calls (``nee::*_act.out``) run in place on their outputs."""
-    tensors = b.bundle.tensors or []
-    nodes = [*(b.bundle.nodes or []), *(n for d in b.bundle.delegates or [] for n in d.nodes or [])]
-    fused = {(a.str, DTYPES[tensors[int(n.outputs[0])].dtype]) for n in nodes
+    fused = {(a.str, DTYPES[tensors[int(n.outputs[0])].dtype]) for n, tensors in _kernel_nodes(b)
              for a in n.args or [] if a.name == "activation" and a.kind == ArgKind.String}
     return sorted(set(kernel_list(b)) | fused)
 
 
 def _check_kernel_list(b: LoadedBundle) -> None:
-    tensors = b.bundle.tensors or []
-    nodes = [n for n in b.bundle.nodes or [] if n.op != DELEGATE_CALL]
-    nodes += [n for d in b.bundle.delegates or [] for n in d.nodes or []]
+    """The declared kernels are exactly the (op, dtype) pairs of all methods' calls."""
     needed = {(n.op, DTYPES[tensors[n.outputs[0]].dtype] if n.outputs is not None
-               and len(n.outputs) else "?") for n in nodes}
+               and len(n.outputs) else "?") for n, tensors in _kernel_nodes(b)}
     if needed != set(kernel_list(b)):
         raise _fail(b, "kernel list", f"the {len(needed)} (op, dtype) pairs the nodes use",
                     f"{len(set(kernel_list(b)) ^ needed)} pairs differing")

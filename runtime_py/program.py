@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from runtime_py.backends import BACKENDS, Backend, Estimate, Partition
+from runtime_py.buckets import Bucket
 from runtime_py.errors import (
     BundleError,
     InputError,
@@ -28,7 +29,14 @@ from runtime_py.fbs.ArgKind import ArgKind
 from runtime_py.fbs.StorageKind import StorageKind
 from runtime_py.format import DELEGATE_CALL, DTYPES, SCRATCH_ARGS, SEGMENT_ALIGNMENT
 from runtime_py.kernels import KERNELS, Bound, configure_numpy
-from runtime_py.loader import LoadedBundle, ints, load_bundle, output_names
+from runtime_py.loader import (
+    LoadedBundle,
+    ints,
+    load_bundle,
+    output_names,
+    shared_arenas,
+    state_bytes,
+)
 
 
 @dataclass(frozen=True)
@@ -52,16 +60,46 @@ class Call:
     source: str
 
 
-class Program:
-    """A runnable bundle. Create with ``Program.load(path)``."""
+class _Shared:
+    """What all methods of one loaded bundle share: one arena per tier (as large as the largest
+    method's), the state memory with its initial bytes, the run lock and the methods."""
 
-    def __init__(self, loaded: LoadedBundle, backends: dict[str, Backend] | None = None) -> None:
+    def __init__(self, loaded: LoadedBundle) -> None:
+        methods = loaded.methods()
+        self.arenas = {tier: _aligned_zeros(size) for tier, size in
+                       shared_arenas(methods).items()}
+        self.state = _aligned_zeros(state_bytes(loaded.bundle))
+        self.init = [(self.state[s.offset:s.offset + s.size],
+                      None if s.initial == -1 else _segment(loaded, s.initial))
+                     for s in loaded.bundle.state or []]
+        self.busy = threading.Lock()  # one run at a time: a second one fails at once
+        self.programs: dict[str, Program] = {}
+        self.entries: dict[str, list[Program]] = {}  # entry point -> its buckets, smallest first
+
+    def reset(self) -> None:
+        """Every state buffer back to its initial bytes."""
+        for view, init in self.init:
+            if init is None:
+                view.fill(0)
+            else:
+                np.copyto(view, init)
+
+
+class Program:
+    """A runnable bundle (its first method; the others through ``method(name)``). Create with
+    ``Program.load(path)``."""
+
+    def __init__(self, loaded: LoadedBundle, backends: dict[str, Backend] | None = None, *,
+                 shared: _Shared | None = None) -> None:
         self.loaded: LoadedBundle | None = loaded  # None once closed
         self.path = loaded.path
         bundle = loaded.bundle
+        self.name = loaded.method_name
         self.backends = {**BACKENDS, **(backends or {})}
         _check_backends(loaded, self.backends)
-        self.arenas = [_aligned_zeros(a.size) for a in (bundle.plan.arenas or [])]
+        first = shared is None
+        self._shared = shared = shared or _Shared(loaded)
+        self.arenas = [shared.arenas[a.tier][:a.size] for a in (bundle.plan.arenas or [])]
         self.workspaces: dict[int, np.ndarray] = {}  # delegate -> its reference's workspace
         self.tensors: list[np.ndarray | None] = [  # delegate workspaces: on first reference()
             None if t.storageKind == StorageKind.Delegate else self._checked_view(i, t)
@@ -78,8 +116,19 @@ class Program:
         self._numpy.run(configure_numpy)
         self.calls = self._numpy.run(lambda: [self._bind(node) for node in bundle.nodes or []])
         self._run_all = functools.partial(self._numpy.run, self._execute)
-        self._busy = threading.Lock()  # one run at a time: a second one fails at once
+        self._busy = shared.busy
         self.closed = False
+        self.dim = Bucket.of(bundle)  # the bucket's dynamic dim, if any
+        self._sized: dict[int, _Sized] = {}  # per caller size below the bucket: cut views
+        shared.programs[self.name] = self
+        if self.dim is not None:
+            group = shared.entries.setdefault(bundle.entry, [])
+            group.append(self)
+            group.sort(key=lambda p: p.dim.size)
+        if first:
+            for method in loaded.methods()[1:]:
+                Program(method, backends, shared=shared)
+            shared.reset()
 
     @classmethod
     def load(cls, path: str | Path, backends: dict[str, Backend] | None = None, *,
@@ -93,18 +142,58 @@ class Program:
 
     @property
     def arena_bytes(self) -> int:
-        """Total bytes of all arenas."""
-        return sum(a.nbytes for a in self.arenas)
+        """Total bytes of all arenas (shared by all methods)."""
+        return sum(a.nbytes for a in self._shared.arenas.values())
+
+    @property
+    def state_bytes(self) -> int:
+        """Bytes of the persistent state (shared by all methods)."""
+        return self._shared.state.nbytes
+
+    @property
+    def methods(self) -> list[str]:
+        """The names of the bundle's methods (a bucketed entry point's buckets among them)."""
+        return list(self._shared.programs)
+
+    @property
+    def entries(self) -> list[str]:
+        """The bucketed entry points (``method(name)`` runs the bucket fitting the inputs)."""
+        return list(self._shared.entries)
+
+    def method(self, name: str) -> Program:
+        """The method ``name``, or an entry point's smallest bucket (whose ``run`` picks the
+        bucket for the inputs' size). Methods share arenas, state and the run lock."""
+        found = self._shared.programs.get(name) or (self._shared.entries.get(name) or [None])[0]
+        if found is None:
+            raise InputError(f"method {name!r}", f"one of {self.methods + self.entries}",
+                             "no such method",
+                             "list them with nee-inspect")
+        return found
+
+    def reset(self) -> None:
+        """Set the state (e.g. a KV cache) back to its initial bytes, as after loading."""
+        self._start()
+        try:
+            self._shared.reset()
+        finally:
+            self._busy.release()
 
     def run(self, *inputs: np.ndarray) -> list[np.ndarray]:
-        """Run once. Returns views of the output tensors, valid until the next run.
+        """Run once. Returns views of the output tensors, valid until the next run of any
+        method. A bucketed method runs the entry point's smallest bucket that fits the inputs.
 
         One run at a time per program: it owns one arena. A run started while another is in
         progress (another thread) raises ProgramBusyError at once; load one program per
         thread, and copy outputs that must outlive the next run."""
+        if self.dim is not None:
+            return self._bucket_run(inputs)
+        return self._run(inputs, self.set_inputs, self._output_views)
+
+    def _run(self, inputs: Sequence[np.ndarray], set_inputs: Callable[[Sequence[np.ndarray]], None],
+             outputs: list[np.ndarray]) -> list[np.ndarray]:
         self._start()
         try:  # no context manager here: it would allocate on every run
-            self.set_inputs(inputs)
+            set_inputs(inputs)
             self._run_all()
         except InputError:
             raise
@@ -112,7 +201,24 @@ class Program:
             raise self._value_error(e) from e
         finally:
             self._busy.release()
-        return self._output_views
+        return outputs
+
+    def bucket(self, *inputs: np.ndarray) -> Program:
+        """The bucket of this method's entry point that runs ``inputs`` (itself if not
+        bucketed): the smallest at least as large as their size along the dim."""
+        if self.dim is None:
+            return self
+        size = _dim_size(self, inputs)
+        return next(p for p in self._shared.entries[self.loaded.bundle.entry]
+                    if p.dim.size >= size)
+
+    def _bucket_run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        target = self.bucket(*inputs)
+        size = _dim_size(self, inputs)
+        if size == target.dim.size:
+            return target._run(inputs, target.set_inputs, target._output_views)
+        sized = target._sized.get(size) or target._sized.setdefault(size, _Sized(target, size))
+        return target._run(inputs, sized.set_inputs, sized.outputs)
 
     def _value_error(self, error: Exception) -> InputError:
         """The error a kernel raised on the input values, naming its call: found by running
@@ -156,17 +262,22 @@ class Program:
         with self._busy:
             if self.closed:
                 return
-            self.closed = True
             data = self.loaded.data
-            # everything viewing the map: tensors, prepared calls, payloads, decoded tables
-            self.calls, self.tensors, self.partitions, self.workspaces = [], [], [], {}
-            self._input_views, self._output_views, self.arenas = [], [], []
-            self.loaded = None
+            for program in self._shared.programs.values():
+                program._release()
+            self._shared.init, self._shared.arenas = [], {}
             try:
                 data.close()
             except BufferError:  # views of the map still held in reference cycles
                 gc.collect()
                 data.close()
+
+    def _release(self) -> None:
+        """Drop everything viewing the map: tensors, prepared calls, payloads, tables."""
+        self.closed = True
+        self.calls, self.tensors, self.partitions, self.workspaces = [], [], [], {}
+        self._input_views, self._output_views, self.arenas, self._sized = [], [], [], {}
+        self.loaded = None
 
     def __enter__(self) -> Program:
         return self
@@ -208,6 +319,8 @@ class Program:
         strides = tuple(s * dtype.itemsize for s in ints(t.strides))
         if t.storageKind == StorageKind.Delegate:
             buffer, offset = self.workspaces[t.storage], 0
+        elif t.storageKind == StorageKind.State:
+            buffer, offset = self._shared.state, self.loaded.bundle.state[t.storage].offset
         elif t.storageKind == StorageKind.Constant:
             seg = self.loaded.bundle.segments[t.storage]
             buffer, offset = self.loaded.data, self.loaded.segment_base + seg.offset
@@ -282,9 +395,7 @@ class Program:
 
     def segment(self, index: int) -> np.ndarray:
         """Constant segment ``index``: a read-only uint8 view of the mapped file."""
-        seg = self.loaded.bundle.segments[index]
-        return np.frombuffer(self.loaded.data, np.uint8, seg.size,
-                             self.loaded.segment_base + seg.offset)
+        return _segment(self.loaded, index)
 
     def _arg_value(self, arg: Any) -> Any:
         kind = arg.kind
@@ -315,6 +426,66 @@ _SCALARS: dict[int, Callable[[Any], Any]] = {
     ArgKind.BoolList: lambda a: tuple(bool(i) for i in a.ints),
     ArgKind.String: lambda a: a.str,
 }
+
+
+def _segment(loaded: LoadedBundle, index: int) -> np.ndarray:
+    seg = loaded.bundle.segments[index]
+    return np.frombuffer(loaded.data, np.uint8, seg.size, loaded.segment_base + seg.offset)
+
+
+class _Sized:
+    """A bucket run at a smaller size: the inputs' first ``size`` positions along the dim and
+    the padding after them, and the outputs cut to ``size``; made on a size's first run."""
+
+    def __init__(self, program: Program, size: int) -> None:
+        d = program.dim
+        self.specs = [_resized(spec, axis, size) for spec, axis in
+                      zip(program.inputs, d.input_axes, strict=True)]
+        self.places = [_split(view, axis, size) for view, axis in
+                       zip(program._input_views, d.input_axes, strict=True)]
+        self.outputs = [_split(view, axis, size)[0] for view, axis in
+                        zip(program._output_views, d.output_axes, strict=True)]
+
+    def set_inputs(self, inputs: Sequence[np.ndarray]) -> None:
+        for spec, value, (view, padding) in zip(self.specs, inputs, self.places, strict=True):
+            _check_input(spec, value)
+            np.copyto(view, value)
+            if padding is not None:
+                padding.fill(0)
+
+
+def _resized(spec: TensorSpec, axis: int, size: int) -> TensorSpec:
+    shape = list(spec.shape)
+    if axis >= 0:
+        shape[axis] = size
+    return TensorSpec(spec.name, tuple(shape), spec.dtype)
+
+
+def _split(view: np.ndarray, axis: int, size: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """``view``'s first ``size`` positions along ``axis`` and the rest (None: no axis)."""
+    if axis < 0:
+        return view, None
+    head = (slice(None),) * axis
+    return view[(*head, slice(None, size))], view[(*head, slice(size, None))]
+
+
+def _dim_size(program: Program, inputs: Sequence[np.ndarray]) -> int:
+    """The inputs' size along the program's dynamic dim, checked against its range."""
+    d = program.dim
+    if len(inputs) != len(program.inputs):
+        raise InputError("program inputs", f"{len(program.inputs)} ({_specs(program.inputs)})",
+                         f"{len(inputs)}", "pass one array per input, in order")
+    sizes = {spec.name: np.shape(value)[axis] if np.ndim(value) > axis else None
+             for spec, value, axis in zip(program.inputs, inputs, d.input_axes, strict=True)
+             if axis >= 0}
+    found = set(sizes.values())
+    if len(found) != 1 or None in found or not d.min <= next(iter(found)) <= d.max:
+        sizes_of = ", ".join(f"{name}: {size}" for name, size in sizes.items())
+        buckets = [p.dim.size for p in program._shared.entries[program.loaded.bundle.entry]]
+        raise InputError(f"dynamic dim {d.name} of method {program.loaded.bundle.entry}",
+                         f"one size in [{d.min}, {d.max}] (buckets {buckets})",
+                         sizes_of, "cut or split the input to the allowed range")
+    return next(iter(found))
 
 
 def _check_backends(loaded: LoadedBundle, backends: dict[str, Backend]) -> None:

@@ -16,7 +16,7 @@ class OutputCheck:
     """One output of one vector: its largest error and whether every element was within
     ``atol + rtol * |want|``."""
 
-    vector: int
+    vector: str  # its index, and its method in a bundle of several
     output: str
     max_abs_error: float
     atol: float
@@ -30,19 +30,23 @@ class OutputCheck:
 
 
 def verify(program: Program) -> list[OutputCheck]:
-    """Run every bundled vector; one check per output. BundleError if there are none."""
-    vectors = program.loaded.bundle.testVectors or []
-    if not vectors:
+    """Run every bundled vector of every method, each from a reset state; one check per
+    output. BundleError if there are none."""
+    checks = []
+    for name in program.methods:
+        method = program.method(name)
+        for i, v in enumerate(method.loaded.bundle.testVectors or []):
+            inputs = [_array(method, k, s.shape, s.dtype) for k, s in zip(
+                v.inputs, method.inputs, strict=True)]
+            program.reset()
+            got = method.run(*inputs)
+            label = f"{i}" if len(program.methods) == 1 else f"{i} of {name}"
+            for spec, g, k in zip(method.outputs, got, v.outputs, strict=True):
+                want = _array(method, k, spec.shape, spec.dtype)
+                checks.append(_check(label, spec.name, g, want, v.rtol, v.atol))
+    if not checks:
         raise BundleError(f"{program.path}: test vectors", "vectors stored at export",
                           "none", "export with nee-export --bundle-io")
-    checks = []
-    for i, v in enumerate(vectors):
-        inputs = [_array(program, k, s.shape, s.dtype) for k, s in zip(v.inputs, program.inputs,
-                                                                         strict=True)]
-        got = program.run(*inputs)
-        for spec, g, k in zip(program.outputs, got, v.outputs, strict=True):
-            want = _array(program, k, spec.shape, spec.dtype)
-            checks.append(_check(i, spec.name, g, want, v.rtol, v.atol))
     return checks
 
 
@@ -50,7 +54,7 @@ def _array(program: Program, segment: int, shape: tuple[int, ...], dtype: str) -
     return program.segment(int(segment)).view(dtype).reshape(shape)
 
 
-def _check(i: int, name: str, got: np.ndarray, want: np.ndarray, rtol: float,
+def _check(i: str, name: str, got: np.ndarray, want: np.ndarray, rtol: float,
            atol: float) -> OutputCheck:
     got, want = got.astype(np.float64), want.astype(np.float64)
     error = np.abs(got - want)

@@ -14,8 +14,9 @@ Each case mutates BUNDLE and loads and runs the result on seeded random inputs. 
   hang       a case still running after HANG_SECONDS (a failure)
 ``bytes`` mutates the file (bit flips, overwrites, truncation, inserted and deleted bytes);
 ``fields`` rewrites one field of the decoded tables (a shape, stride, index, size, offset,
-step, dtype, kind, argument value; nodes swapped or dropped) and re-packs it as a valid bundle,
-checksums recomputed, so only semantic validation stands in the way.
+step, dtype, kind, argument value; nodes swapped or dropped; in any method; state buffers and
+buckets) and re-packs it as a valid bundle, checksums recomputed, so only semantic validation
+stands in the way. Every method runs on each case, from a reset state.
 """
 
 from __future__ import annotations
@@ -205,8 +206,65 @@ def _segment(b: Any, rng: random.Random) -> str:
     return f"segment {field}: {old} -> {getattr(seg, field)}"
 
 
+def _state(b: Any, rng: random.Random) -> str:
+    """A state buffer's offset, size or initial segment rewritten, or a tensor moved into the
+    state."""
+    if not b.state or rng.random() < 0.3:
+        program = _program(b, rng)
+        i = rng.randrange(len(program.tensors))
+        t = program.tensors[i]
+        old, t.storageKind, t.storage = t.storageKind, 3, rng.randrange(max(len(b.state or []),
+                                                                             1) + 1)
+        return f"tensor {i} storageKind: {old} -> 3 (state {t.storage})"
+    i = rng.randrange(len(b.state))
+    field = rng.choice(["offset", "size", "initial"])
+    old = int(getattr(b.state[i], field))
+    new = (rng.choice([-2, -1, 0, 1, len(b.segments) - 1]) if field == "initial"
+           else abs(_any_int(rng, old)) % (1 << 40))
+    setattr(b.state[i], field, new)
+    return f"state {i} {field}: {old} -> {new}"
+
+
+_DIM_FIELDS = ("size", "min", "max", "inputAxes", "outputAxes")
+
+
+def _bucket(b: Any, rng: random.Random) -> str:
+    """A method's name or entry, or a field of its bucket's dim, rewritten."""
+    programs = [b, *(b.methods or [])]
+    k = rng.randrange(len(programs))
+    program = programs[k]
+    if not program.dims or rng.random() < 0.2:
+        name = "methodName" if k == 0 else "name"
+        field = rng.choice([name, "entry"])
+        old = getattr(program, field)
+        setattr(program, field, rng.choice([b"forward", b"", b"forward[seq=1]", None]))
+        return f"method {k} {field}: {old} -> {getattr(program, field)}"
+    d = program.dims[0]
+    field = rng.choice(_DIM_FIELDS)
+    old = getattr(d, field)
+    new = (_ints(rng, [int(v) for v in old]) if field.endswith("Axes")
+           else _any_int(rng, int(old)) % (1 << 40))
+    setattr(d, field, new)
+    return f"method {k} dim {field}: {_show(old)} -> {_show(new)}"
+
+
+def _program(b: Any, rng: random.Random) -> Any:
+    """The root program or one of the bundle's other methods (their tables share names)."""
+    return rng.choice([b, *(b.methods or [])])
+
+
+def _in_program(mutate: Callable[[Any, random.Random], str]
+                ) -> Callable[[Any, random.Random], str]:
+    """``mutate`` applied to a random method's program."""
+    def run(b: Any, rng: random.Random) -> str:
+        return mutate(_program(b, rng), rng)
+    run.__name__ = mutate.__name__
+    return run
+
+
 FIELD_MUTATIONS: list[Callable[[Any, random.Random], str]] = [
-    _tensor, _tensor, _node, _node, _plan, _io, _segment, _quantization, _delegate]
+    *(_in_program(m) for m in (_tensor, _tensor, _node, _node, _plan, _io, _quantization,
+                               _delegate)), _segment, _state, _bucket]
 
 
 def repacked(data: bytes, mutate: Callable[[Any], object]) -> bytes:
@@ -244,7 +302,7 @@ def _alarm(*_: object) -> None:
     raise _Hang
 
 
-def run_case(data: bytes, folder: Path, inputs: list[np.ndarray],
+def run_case(data: bytes, folder: Path, inputs: dict[str, list[np.ndarray]],
              expected: list[np.ndarray]) -> tuple[Outcome, str]:
     """Load and run ``data``; the outcome and, for a crash, where it was raised."""
     path = folder / "case.nee"
@@ -270,11 +328,27 @@ def run_case(data: bytes, folder: Path, inputs: list[np.ndarray],
         signal.signal(signal.SIGALRM, previous)
 
 
-def _outputs(program: Program, inputs: list[np.ndarray], fill: int = 0) -> list[np.ndarray]:
-    """A run's outputs (copied), the arenas filled with byte ``fill`` first."""
-    for arena in program.arenas:
-        arena.view(np.uint8).fill(fill)
-    return [o.copy() for o in program.run(*inputs)]
+def _outputs(program: Program, inputs: dict[str, list[np.ndarray]],
+             fill: int = 0) -> list[np.ndarray]:
+    """The outputs (copied) of one run of every method from a reset state, each method's
+    arenas filled with byte ``fill`` first."""
+    program.reset()
+    outputs = []
+    for name, arrays in inputs.items():
+        method = program.method(name)
+        for arena in method.arenas:
+            arena.view(np.uint8).fill(fill)
+        outputs += [o.copy() for o in method.run(*arrays)]
+    return outputs
+
+
+def method_inputs(program: Program, seed: int) -> dict[str, list[np.ndarray]]:
+    """Seeded inputs per method: normal floats, integers in {0, 1}."""
+    rng = np.random.default_rng(seed)
+    return {name: [rng.standard_normal(s.shape).astype(s.dtype) if np.dtype(s.dtype).kind == "f"
+                   else rng.integers(0, 2, s.shape).astype(s.dtype)
+                   for s in program.method(name).inputs]
+            for name in program.methods}
 
 
 def _same(got: list[np.ndarray], want: list[np.ndarray]) -> bool:
@@ -289,10 +363,8 @@ def fuzz(bundle: Path, cases: int, kind: str, seed: int,
     ``show(outcome, mutation)`` is told each case's."""
     data = bundle.read_bytes()
     with Program.load(bundle) as program:
-        rng = np.random.default_rng(seed)
-        inputs = [rng.standard_normal(s.shape).astype(s.dtype) if np.dtype(s.dtype).kind == "f"
-                  else rng.integers(0, 2, s.shape).astype(s.dtype) for s in program.inputs]
-        expected = [o.copy() for o in program.run(*inputs)]
+        inputs = method_inputs(program, seed)
+        expected = _outputs(program, inputs)
     rng = random.Random(seed)
     counts: collections.Counter = collections.Counter()
     with tempfile.TemporaryDirectory() as tmp:

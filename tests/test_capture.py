@@ -118,10 +118,10 @@ def test_shape_only_fills_become_broadcast_constants():
     assert not any(n.op.startswith("aten::full") for n in graph.nodes)
 
 
-class Mutates(nn.Module):
+class MutatesParameter(nn.Module):  # a buffer would be fine: it becomes state
     def __init__(self):
         super().__init__()
-        self.register_buffer("count", torch.zeros(1))
+        self.count = nn.Parameter(torch.zeros(1), requires_grad=False)
 
     def forward(self, x):
         self.count.add_(1)
@@ -155,7 +155,7 @@ class Fft(nn.Module):
 
 
 ERRORS = [
-    (Mutates(), r"no in-place update .* found updates of buffer_mutation count"),
+    (MutatesParameter(), r"no in-place update .* found updates of parameter_mutation count"),
     (MutatesInput(), r"found updates of user_input_mutation x"),
     (Item(), r"node _local_scalar_dense .*test_capture\.py:\d+: return x \* x\.max\(\)\.item\(\)"
              r".*symbolic"),

@@ -4,7 +4,12 @@ rewritten fields never escape as anything but a NeeError."""
 from __future__ import annotations
 
 import pytest
+import torch
 from bundle_fuzz import fuzz
+
+from toolchain.export import export
+from toolchain.export.buckets import export_buckets, parse_dynamic
+from toolchain.serialize.bundle import write_bundle
 
 
 @pytest.mark.parametrize("name", ["mlp", "cnn"])
@@ -20,3 +25,43 @@ def test_field_rewrites_are_refused_or_run_without_crashing(exported, name):
     but never an exception other than a NeeError, a hang or a read of unwritten memory."""
     counts = fuzz(exported(name).path, 1000, "fields", seed=11)
     assert {k.split(":")[0] for k in counts} <= {"refused", "same", "changed"}, counts
+
+
+class _TinyDecoder(torch.nn.Module):
+    """A cache of 8 positions written with index_copy_ and attended under a causal mask."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.embed = torch.nn.Embedding(16, 8)
+        self.register_buffer("cache", torch.zeros(1, 8, 8), persistent=False)
+
+    def forward(self, tokens: torch.Tensor, start_pos: torch.Tensor) -> torch.Tensor:
+        x = self.embed(tokens)
+        pos = start_pos + torch.arange(tokens.shape[1])
+        self.cache.index_copy_(1, pos, x)
+        mask = torch.arange(8)[None, :] <= pos[:, None]
+        scores = (x @ self.cache.transpose(1, 2)).masked_fill(~mask, float("-inf"))
+        return torch.softmax(scores, dim=-1) @ self.cache
+
+
+@pytest.fixture(scope="module")
+def decoder(tmp_path_factory):
+    """The tiny decoder with state, exported with buckets 1 and 4 of its token dim."""
+    dim = parse_dynamic("tokens:1=1..4", ["tokens", "start_pos"])
+    inputs = (torch.tensor([[1, 2]]), torch.tensor([0]))
+    path = tmp_path_factory.mktemp("decoder") / "decoder.nee"
+    write_bundle(export_buckets(export, _TinyDecoder(), inputs, dim, [1, 4]), path)
+    return path
+
+
+def test_state_and_bucket_rewrites_are_refused_or_run_without_crashing(decoder):
+    """The same promise for the state table, the buckets and every method's program."""
+    counts = fuzz(decoder, 1000, "fields", seed=5)
+    assert {k.split(":")[0] for k in counts} <= {"refused", "same", "changed"}, counts
+    assert counts["refused"] > 600
+
+
+def test_byte_damage_of_a_bundle_with_state_and_methods_is_refused(decoder):
+    counts = fuzz(decoder, 500, "bytes", seed=2)
+    assert set(counts) <= {"refused", "same"}, counts

@@ -83,6 +83,11 @@ class ByteSize(click.ParamType):
 @click.option("--bundle-io", is_flag=True,
               help="Store the example inputs and the model's outputs in the bundle, for "
                    "nee-run --verify on the device.")
+@click.option("--dynamic", help="A bounded dynamic dim INPUT:AXIS=MIN..MAX (INPUT an input name "
+                                 "or index; several places of one dim: a:1,b:0=1..256). "
+                                 "Default: the module's dynamic_shapes() (torch.export Dims).")
+@click.option("--buckets", help="Bucket sizes of the dynamic dim, DIM=32,64,128 (DIM its name "
+                                "or omitted). Default: powers of two up to the dim's max.")
 @click.option("--report", type=click.Path(dir_okay=False),
               help="Write a JSON report (arenas vs capacity and lower bound, bundle and weight "
                    "bytes, kernels, partitions, int8 SQNR, export time, gates), also on failure.")
@@ -93,8 +98,8 @@ class ByteSize(click.ParamType):
 def export_main(target: str, output: str, example_inputs: tuple[str, ...], board: str | None,
                 planner: str, time_limit: float, name: str | None, quantize: str | None,
                 calibration: str | None, observer: str, rounding: str, fmt: str, npu: bool,
-                cpu_fallback: bool, bundle_io: bool, report: str | None,
-                **limits: float | None) -> None:
+                cpu_fallback: bool, bundle_io: bool, dynamic: str | None, buckets: str | None,
+                report: str | None, **limits: float | None) -> None:
     """Export TARGET (``path/to/file.py:Model`` or ``package.module:factory``) to a bundle or
     a .tflite model.
 
@@ -107,18 +112,21 @@ def export_main(target: str, output: str, example_inputs: tuple[str, ...], board
         raise click.UsageError("--report, --bundle-io and the gates need --format nee")
     if limits["min_sqnr"] is not None and not quantize:
         raise click.UsageError("--min-sqnr gates an int8 export: add --quantize int8")
+    if (dynamic or buckets) and (fmt != "nee" or quantize):
+        raise click.UsageError("--dynamic and --buckets need --format nee and a float model")
     start = time.perf_counter()
     try:
         result, size = _export(target, output, example_inputs, board, planner, time_limit, name,
                                quantize, calibration, observer, rounding, fmt, npu,
-                               cpu_fallback, bundle_io)
+                               cpu_fallback, bundle_io, dynamic, buckets)
     except NeeError as e:
         code = _exit_status(e)
         if report:
             write_report(report, STATUS[code], code, time.perf_counter() - start, error=str(e))
         raise ExportFailed(str(e), code) from e
     detail = ("TFLite flatbuffer" if fmt == "tflite" else
-              f"{len(result.graph.nodes)} ops, {len(result.kernels)} kernels")
+              f"{len(result.graph.nodes)} ops, {len(result.kernels)} kernels" + (
+                  f", {1 + len(result.methods)} methods" if result.methods else ""))
     click.echo(f"wrote {output} ({size} bytes, {detail})")
     if fmt == "nee" and (report or gates):
         _gate(output, report, gates, time.perf_counter() - start)
@@ -127,7 +135,8 @@ def export_main(target: str, output: str, example_inputs: tuple[str, ...], board
 def _export(target: str, output: str, example_inputs: tuple[str, ...], board: str | None,
             planner: str, time_limit: float, name: str | None, quantize: str | None,
             calibration: str | None, observer: str, rounding: str, fmt: str, npu: bool,
-            cpu_fallback: bool, bundle_io: bool) -> tuple[Any, int]:
+            cpu_fallback: bool, bundle_io: bool, dynamic: str | None = None,
+            buckets: str | None = None) -> tuple[Any, int]:
     """Export and write; the result and the bytes written."""
     from toolchain.export import export
     from toolchain.serialize.bundle import write_bundle
@@ -140,12 +149,49 @@ def _export(target: str, output: str, example_inputs: tuple[str, ...], board: st
     default_name = Path(ref).stem if ref.endswith(".py") else ref.rpartition(".")[2]
     int8 = (_int8_options(module, model, calibration, observer, rounding, target)
             if quantize else None)
-    result = export(model, inputs, name=name or default_name,
-                    board=load_board(board) if board else None, planner=planner,
-                    time_limit=time_limit, progress=lambda m: click.echo(m, err=True),
-                    quantize=int8, npu=npu and fmt == "nee", cpu_fallback=cpu_fallback,
-                    bundle_io=bundle_io)
+    options = dict(name=name or default_name, board=load_board(board) if board else None,
+                   planner=planner, time_limit=time_limit,
+                   progress=lambda m: click.echo(m, err=True), quantize=int8,
+                   npu=npu and fmt == "nee", cpu_fallback=cpu_fallback, bundle_io=bundle_io)
+    dim = _dynamic_dim(module, model, dynamic, fmt == "nee" and not quantize)
+    if dim is None:
+        if buckets:
+            raise ExportError("--buckets", "a dynamic dim", "none", "add --dynamic "
+                              "INPUT:AXIS=MIN..MAX or a dynamic_shapes() to the module")
+        result = export(model, inputs, **options)
+    else:
+        from toolchain.export.buckets import export_buckets
+
+        sizes = _bucket_sizes(buckets, dim)
+        click.echo(f"dim {dim.name} in [{dim.min}, {dim.max}]: buckets {sizes}", err=True)
+        result = export_buckets(export, model, inputs, dim, sizes, **options)
     return result, (write_tflite if fmt == "tflite" else write_bundle)(result, output)
+
+
+def _dynamic_dim(module: Any, model: Any, text: str | None, allowed: bool) -> Any:
+    """The dynamic dim from --dynamic or the module's dynamic_shapes(); None: static."""
+    from toolchain.export.buckets import module_dim, parse_dynamic
+
+    if text:
+        return parse_dynamic(text, list(inspect.signature(model.forward).parameters))
+    hook = getattr(module, "dynamic_shapes", None)
+    return module_dim(model, hook()) if hook is not None and allowed else None
+
+
+def _bucket_sizes(text: str | None, dim: Any) -> list[int]:
+    from toolchain.export.buckets import default_buckets
+
+    if not text:
+        return default_buckets(dim)
+    name, _, sizes = text.rpartition("=")
+    try:
+        values = [int(s) for s in sizes.split(",")]
+    except ValueError:
+        values = []
+    if not values or name not in ("", dim.name):
+        raise ExportError(f"--buckets {text}", f"{dim.name}=SIZE,SIZE,... (sizes in "
+                          f"[{dim.min}, {dim.max}])", text, f"e.g. {dim.name}=32,64,{dim.max}")
+    return values
 
 
 def _gate(output: str, report: str | None, gates: list[Gate], seconds: float) -> None:

@@ -5,21 +5,74 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+from runtime_py.buckets import Bucket
 from runtime_py.fbs.ArgKind import ArgKind
 from runtime_py.fbs.StorageKind import StorageKind
 from runtime_py.format import DELEGATE_CALL, DTYPES
-from runtime_py.loader import LoadedBundle, ints, kernel_list, output_names
+from runtime_py.loader import (
+    LoadedBundle,
+    ints,
+    kernel_list,
+    output_names,
+    shared_arenas,
+    state_bytes,
+)
 from toolchain.ir import SCRATCH_ARGS
 from toolchain.memory_plan.types import Arena, BufferRequest, Placement, Plan
 
 
 def describe(loaded: LoadedBundle, *, buffers: bool = False) -> str:
-    """Header, IO, program, memory plan and kernel list as text."""
+    """Header, methods and state, then per method its IO, program and memory plan, then the
+    kernel list, as text."""
     b = loaded.bundle
+    methods = loaded.methods()
     sections = [
         f"bundle {loaded.path}: model {b.model!r}, schema v{b.schemaVersion}, {b.producer}"
         + (f", board {b.board}" if b.board else ""),
-        "inputs:\n" + "\n".join(f"  {_tensor(loaded, i)}" for i in ints(b.inputs)),
+        *_methods(loaded, methods),
+        *[text for m in methods for text in _program(m, buffers, len(methods) > 1)],
+        f"kernels ({len(kernel_list(loaded))}):\n" + "\n".join(
+            f"  {op} {dtype}" for op, dtype in kernel_list(loaded)),
+    ]
+    return "\n\n".join(sections)
+
+
+def _methods(loaded: LoadedBundle, methods: list[LoadedBundle]) -> list[str]:
+    """The methods with their arenas, and the state, when there is more than one method or
+    any state."""
+    state = loaded.bundle.state or []
+    if len(methods) == 1 and not state:
+        return []
+    lines = [f"methods ({len(methods)}; one arena per tier shared, as large as the largest):"]
+    for m in methods:
+        arenas = ", ".join(f"{a.tier} {a.size} B" for a in (m.bundle.plan.arenas or []))
+        bucket = Bucket.of(m.bundle)
+        where = f" ({bucket.name} in [{_served(methods, m) + 1}, {bucket.size}])" if bucket else ""
+        lines.append(f"  {m.method_name}{where}: {len(m.bundle.nodes or [])} calls, "
+                     f"arenas {arenas or 'none'}")
+    shared = ", ".join(f"{tier} {size} B" for tier, size in shared_arenas(methods).items())
+    lines.append(f"  shared arenas: {shared or 'none'}")
+    lines.append(f"state: {state_bytes(loaded.bundle)} B in {len(state)} buffer(s), kept "
+                 "across runs")
+    lines += [f"  {s.name}: {s.size} B at {s.offset}, initially "
+              f"{'zeros' if s.initial == -1 else f'segment {s.initial}'}" for s in state]
+    return ["\n".join(lines)]
+
+
+def _served(methods: list[LoadedBundle], m: LoadedBundle) -> int:
+    """The largest size below ``m``'s bucket that a smaller bucket of its entry serves."""
+    mine = Bucket.of(m.bundle)
+    smaller = [Bucket.of(o.bundle).size for o in methods
+               if o.bundle.dims and o.bundle.entry == m.bundle.entry]
+    return max((size for size in smaller if size < mine.size), default=mine.min - 1)
+
+
+def _program(loaded: LoadedBundle, buffers: bool, named: bool) -> list[str]:
+    """IO, calls, int8 accuracy, partitions and memory plan of one method."""
+    b = loaded.bundle
+    title = f"method {loaded.method_name}: " if named else ""
+    return [
+        f"{title}inputs:\n" + "\n".join(f"  {_tensor(loaded, i)}" for i in ints(b.inputs)),
         "outputs:\n" + "\n".join(f"  {name} = {_tensor(loaded, i)}" for name, i
                                   in zip(output_names(b), ints(b.outputs), strict=True)),
         f"program ({len(b.nodes or [])} calls):\n" + "\n".join(_node(loaded, i, n)
@@ -27,10 +80,7 @@ def describe(loaded: LoadedBundle, *, buffers: bool = False) -> str:
         *_int8(loaded),
         *_partitions(loaded),
         _plan(loaded, buffers),
-        f"kernels ({len(kernel_list(loaded))}):\n" + "\n".join(
-            f"  {op} {dtype}" for op, dtype in kernel_list(loaded)),
     ]
-    return "\n\n".join(sections)
 
 
 def _tensor(loaded: LoadedBundle, index: int) -> str:

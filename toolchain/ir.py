@@ -46,8 +46,8 @@ class Tensor:
     name: str
     shape: tuple[int, ...]
     dtype: str  # numpy dtype name
-    kind: str  # "input", "const", "activation" or "scratch"
-    data: np.ndarray | None = None  # payload of a const, C-contiguous
+    kind: str  # "input", "const", "state", "activation" or "scratch"
+    data: np.ndarray | None = None  # payload of a const (a state's initial value), C-contiguous
     view_of: str | None = None  # root storage tensor when this is a zero-copy view
     strides: tuple[int, ...] | None = None  # element strides of a view; None = contiguous
     offset: int = 0  # element offset of a view inside its root storage
@@ -123,7 +123,10 @@ class Delegate:
 @dataclass
 class Graph:
     """A whole program: tensors, nodes in order, the IO tensor names and the names the model
-    gives its outputs (one per ``outputs`` entry; an output tensor may appear twice)."""
+    gives its outputs (one per ``outputs`` entry; an output tensor may appear twice). Until
+    the ``write_state`` pass, the last ``len(state_updates)`` outputs are the new values of
+    those ``state`` tensors (named ``<state>:updated``), which keeps them live through every
+    pass."""
 
     tensors: dict[str, Tensor]
     nodes: list[Node]
@@ -135,6 +138,12 @@ class Graph:
     int8_rounding: str = "double"  # int8 requantization (toolchain.quantize.options.ROUNDINGS)
     npu: Any = None  # the board's toolchain.boards.Npu: passes/delegate_npu.py partitions for it
     delegates: list[Delegate] = field(default_factory=list)  # nee::delegate_call's "delegate"
+    state_updates: list[str] = field(default_factory=list)  # see the class docstring
+
+    def state_values(self) -> list[str]:
+        """The tensors holding the pending state updates' new values (the trailing outputs)."""
+        return self.outputs[len(self.outputs) - len(self.state_updates):] \
+            if self.state_updates else []
 
     def storage_of(self, name: str) -> str:
         """The tensor owning the bytes of ``name`` (itself unless it is a view)."""

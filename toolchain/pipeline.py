@@ -18,6 +18,8 @@
 - add_scratch after fusion: the workspace is sized for the final (fused) kernels.
 - delegate_npu after add_scratch (a partition's reference program keeps its kernels' scratch)
   and before reuse_inputs (it reorders nodes and replaces runs of them by one call).
+- write_state after every pass that changes the node list (an in-place state update needs the
+  final readers) and before reuse_inputs (whose liveness must not see the update outputs).
 - reuse_inputs after every pass that changes the node list: it reads final lifetimes.
 - check_supported last: it checks the final kernel names against the runtime registry.
 """
@@ -40,6 +42,7 @@ from toolchain.passes.fuse_activation import fuse_activation
 from toolchain.passes.npu_tables import npu_tables
 from toolchain.passes.reuse_inputs import reuse_inputs
 from toolchain.passes.to_out_variant import to_out_variant
+from toolchain.passes.write_state import write_state
 from toolchain.verify import verify
 
 Pass = Callable[[Graph], Graph]
@@ -56,6 +59,7 @@ PASSES: list[Pass] = [
     npu_tables,
     add_scratch,
     delegate_npu,
+    write_state,
     reuse_inputs,
     check_supported,
 ]

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime_py.format import DELEGATE_CALL
-from runtime_py.loader import LoadedBundle, kernel_list
+from runtime_py.loader import LoadedBundle, kernel_list, state_bytes
 from toolchain.inspect import delegated_macs
 
 REPORT_VERSION = 1
@@ -33,7 +33,7 @@ class Gate:
 
 
 GATES = {  # gate name -> how to read its value from a report
-    "max_arena_bytes": lambda r: sum(a["bytes"] for a in r["arenas"]),
+    "max_arena_bytes": lambda r: sum(a["bytes"] for a in r["arenas"]) + r["state_bytes"],
     "max_weight_bytes": lambda r: r["bundle"]["weight_bytes"],
     "max_bundle_bytes": lambda r: r["bundle"]["bytes"],
     "min_sqnr_db": lambda r: min((q["sqnr_db"] for q in r["quantization"] or []),
@@ -44,13 +44,22 @@ GATES = {  # gate name -> how to read its value from a report
 def bundle_report(loaded: LoadedBundle, path: str | Path) -> dict[str, Any]:
     """The report's description of the bundle at ``path``."""
     b = loaded.bundle
-    arenas = [{"tier": a.tier, "bytes": a.size, "lower_bound": a.lowerBound,
-               "capacity": a.capacity or None} for a in (b.plan.arenas if b.plan else []) or []]
+    methods = loaded.methods()
+    tiers: dict[str, dict[str, Any]] = {}  # the arenas all methods share: each the largest
+    for m in methods:
+        for a in (m.bundle.plan.arenas if m.bundle.plan else []) or []:
+            tier = tiers.setdefault(a.tier, {"tier": a.tier, "bytes": 0, "lower_bound": 0,
+                                             "capacity": a.capacity or None})
+            tier["bytes"], tier["lower_bound"] = (max(tier["bytes"], a.size),
+                                                  max(tier["lower_bound"], a.lowerBound))
     return {
         "model": b.model, "producer": b.producer, "board": b.board or None,
         "bundle": {"path": str(path), "bytes": Path(path).stat().st_size,
                    "weight_bytes": sum(s.size for s in b.segments or [])},
-        "arenas": arenas,
+        "arenas": list(tiers.values()),
+        "state_bytes": state_bytes(b),
+        "methods": [{"name": m.method_name, "arenas": {a.tier: a.size for a in (
+            m.bundle.plan.arenas if m.bundle.plan else []) or []}} for m in methods],
         "kernels": [{"op": op, "dtype": dtype} for op, dtype in kernel_list(loaded)],
         "partitions": _partitions(loaded),
         "quantization": [{"output": a.output, "sqnr_db": a.sqnrDb,

@@ -28,7 +28,7 @@ def verify(graph: Graph, after: str = "") -> None:
 
 def _problems(graph: Graph):
     yield from _tensor_problems(graph)
-    defined = {n for n, t in graph.tensors.items() if t.kind in ("input", "const")}
+    defined = {n for n, t in graph.tensors.items() if t.kind in ("input", "const", "state")}
     for i, node in enumerate(graph.nodes):
         unknown = [n for v in node.args.values() for n in refs(v) if n not in graph.tensors]
         unknown += [n for n in node.outputs if n not in graph.tensors]

@@ -316,8 +316,97 @@ class Bundle(object):
         o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(32))
         return o == 0
 
+    # Bundle
+    def MethodName(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(34))
+        if o != 0:
+            return self._tab.String(o + self._tab.Pos)
+        return None
+
+    # Bundle
+    def Entry(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(36))
+        if o != 0:
+            return self._tab.String(o + self._tab.Pos)
+        return None
+
+    # Bundle
+    def Dims(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(38))
+        if o != 0:
+            x = self._tab.Vector(o)
+            x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
+            x = self._tab.Indirect(x)
+            from runtime_py.fbs.DynamicDim import DynamicDim
+            obj = DynamicDim()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+    # Bundle
+    def DimsLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(38))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Bundle
+    def DimsIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(38))
+        return o == 0
+
+    # Bundle
+    def Methods(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(40))
+        if o != 0:
+            x = self._tab.Vector(o)
+            x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
+            x = self._tab.Indirect(x)
+            from runtime_py.fbs.Method import Method
+            obj = Method()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+    # Bundle
+    def MethodsLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(40))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Bundle
+    def MethodsIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(40))
+        return o == 0
+
+    # Bundle
+    def State(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(42))
+        if o != 0:
+            x = self._tab.Vector(o)
+            x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
+            x = self._tab.Indirect(x)
+            from runtime_py.fbs.StateBuffer import StateBuffer
+            obj = StateBuffer()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+    # Bundle
+    def StateLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(42))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # Bundle
+    def StateIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(42))
+        return o == 0
+
 def BundleStart(builder):
-    builder.StartObject(15)
+    builder.StartObject(20)
 
 def Start(builder):
     BundleStart(builder)
@@ -472,6 +561,54 @@ def BundleStartTestVectorsVector(builder, numElems):
 def StartTestVectorsVector(builder, numElems):
     return BundleStartTestVectorsVector(builder, numElems)
 
+def BundleAddMethodName(builder, methodName):
+    builder.PrependUOffsetTRelativeSlot(15, flatbuffers.number_types.UOffsetTFlags.py_type(methodName), 0)
+
+def AddMethodName(builder, methodName):
+    BundleAddMethodName(builder, methodName)
+
+def BundleAddEntry(builder, entry):
+    builder.PrependUOffsetTRelativeSlot(16, flatbuffers.number_types.UOffsetTFlags.py_type(entry), 0)
+
+def AddEntry(builder, entry):
+    BundleAddEntry(builder, entry)
+
+def BundleAddDims(builder, dims):
+    builder.PrependUOffsetTRelativeSlot(17, flatbuffers.number_types.UOffsetTFlags.py_type(dims), 0)
+
+def AddDims(builder, dims):
+    BundleAddDims(builder, dims)
+
+def BundleStartDimsVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def StartDimsVector(builder, numElems):
+    return BundleStartDimsVector(builder, numElems)
+
+def BundleAddMethods(builder, methods):
+    builder.PrependUOffsetTRelativeSlot(18, flatbuffers.number_types.UOffsetTFlags.py_type(methods), 0)
+
+def AddMethods(builder, methods):
+    BundleAddMethods(builder, methods)
+
+def BundleStartMethodsVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def StartMethodsVector(builder, numElems):
+    return BundleStartMethodsVector(builder, numElems)
+
+def BundleAddState(builder, state):
+    builder.PrependUOffsetTRelativeSlot(19, flatbuffers.number_types.UOffsetTFlags.py_type(state), 0)
+
+def AddState(builder, state):
+    BundleAddState(builder, state)
+
+def BundleStartStateVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def StartStateVector(builder, numElems):
+    return BundleStartStateVector(builder, numElems)
+
 def BundleEnd(builder):
     return builder.EndObject()
 
@@ -480,10 +617,13 @@ def End(builder):
 
 import runtime_py.fbs.Accuracy
 import runtime_py.fbs.Delegate
+import runtime_py.fbs.DynamicDim
 import runtime_py.fbs.KernelEntry
 import runtime_py.fbs.MemoryPlan
+import runtime_py.fbs.Method
 import runtime_py.fbs.Node
 import runtime_py.fbs.Segment
+import runtime_py.fbs.StateBuffer
 import runtime_py.fbs.Tensor
 import runtime_py.fbs.TestVector
 try:
@@ -511,6 +651,11 @@ class BundleT(object):
         accuracy = None,
         delegates = None,
         testVectors = None,
+        methodName = None,
+        entry = None,
+        dims = None,
+        methods = None,
+        state = None,
     ):
         self.schemaVersion = schemaVersion  # type: int
         self.producer = producer  # type: Optional[str]
@@ -527,6 +672,11 @@ class BundleT(object):
         self.accuracy = accuracy  # type: Optional[List[runtime_py.fbs.Accuracy.AccuracyT]]
         self.delegates = delegates  # type: Optional[List[runtime_py.fbs.Delegate.DelegateT]]
         self.testVectors = testVectors  # type: Optional[List[runtime_py.fbs.TestVector.TestVectorT]]
+        self.methodName = methodName  # type: Optional[str]
+        self.entry = entry  # type: Optional[str]
+        self.dims = dims  # type: Optional[List[runtime_py.fbs.DynamicDim.DynamicDimT]]
+        self.methods = methods  # type: Optional[List[runtime_py.fbs.Method.MethodT]]
+        self.state = state  # type: Optional[List[runtime_py.fbs.StateBuffer.StateBufferT]]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -635,6 +785,36 @@ class BundleT(object):
                 else:
                     testVector_ = runtime_py.fbs.TestVector.TestVectorT.InitFromObj(bundle.TestVectors(i))
                     self.testVectors.append(testVector_)
+        self.methodName = bundle.MethodName()
+        if self.methodName is not None:
+            self.methodName = self.methodName.decode('utf-8')
+        self.entry = bundle.Entry()
+        if self.entry is not None:
+            self.entry = self.entry.decode('utf-8')
+        if not bundle.DimsIsNone():
+            self.dims = []
+            for i in range(bundle.DimsLength()):
+                if bundle.Dims(i) is None:
+                    self.dims.append(None)
+                else:
+                    dynamicDim_ = runtime_py.fbs.DynamicDim.DynamicDimT.InitFromObj(bundle.Dims(i))
+                    self.dims.append(dynamicDim_)
+        if not bundle.MethodsIsNone():
+            self.methods = []
+            for i in range(bundle.MethodsLength()):
+                if bundle.Methods(i) is None:
+                    self.methods.append(None)
+                else:
+                    method_ = runtime_py.fbs.Method.MethodT.InitFromObj(bundle.Methods(i))
+                    self.methods.append(method_)
+        if not bundle.StateIsNone():
+            self.state = []
+            for i in range(bundle.StateLength()):
+                if bundle.State(i) is None:
+                    self.state.append(None)
+                else:
+                    stateBuffer_ = runtime_py.fbs.StateBuffer.StateBufferT.InitFromObj(bundle.State(i))
+                    self.state.append(stateBuffer_)
 
     # BundleT
     def Pack(self, builder):
@@ -726,6 +906,34 @@ class BundleT(object):
             for i in reversed(range(len(self.testVectors))):
                 builder.PrependUOffsetTRelative(testVectorslist[i])
             testVectors = builder.EndVector()
+        if self.methodName is not None:
+            methodName = builder.CreateString(self.methodName)
+        if self.entry is not None:
+            entry = builder.CreateString(self.entry)
+        if self.dims is not None:
+            dimslist = []
+            for i in range(len(self.dims)):
+                dimslist.append(self.dims[i].Pack(builder))
+            BundleStartDimsVector(builder, len(self.dims))
+            for i in reversed(range(len(self.dims))):
+                builder.PrependUOffsetTRelative(dimslist[i])
+            dims = builder.EndVector()
+        if self.methods is not None:
+            methodslist = []
+            for i in range(len(self.methods)):
+                methodslist.append(self.methods[i].Pack(builder))
+            BundleStartMethodsVector(builder, len(self.methods))
+            for i in reversed(range(len(self.methods))):
+                builder.PrependUOffsetTRelative(methodslist[i])
+            methods = builder.EndVector()
+        if self.state is not None:
+            statelist = []
+            for i in range(len(self.state)):
+                statelist.append(self.state[i].Pack(builder))
+            BundleStartStateVector(builder, len(self.state))
+            for i in reversed(range(len(self.state))):
+                builder.PrependUOffsetTRelative(statelist[i])
+            state = builder.EndVector()
         BundleStart(builder)
         BundleAddSchemaVersion(builder, self.schemaVersion)
         if self.producer is not None:
@@ -756,5 +964,15 @@ class BundleT(object):
             BundleAddDelegates(builder, delegates)
         if self.testVectors is not None:
             BundleAddTestVectors(builder, testVectors)
+        if self.methodName is not None:
+            BundleAddMethodName(builder, methodName)
+        if self.entry is not None:
+            BundleAddEntry(builder, entry)
+        if self.dims is not None:
+            BundleAddDims(builder, dims)
+        if self.methods is not None:
+            BundleAddMethods(builder, methods)
+        if self.state is not None:
+            BundleAddState(builder, state)
         bundle = BundleEnd(builder)
         return bundle

@@ -6,3 +6,4 @@ class StorageKind(object):
     Arena = 0
     Constant = 1
     Delegate = 2
+    State = 3

@@ -8,6 +8,7 @@ from types import ModuleType
 
 import torch
 
+from toolchain.export.asserts import RUNTIME_ASSERTS
 from toolchain.export.capture import export_program
 from toolchain.export.out_variant import canonical_name, find_out_variant
 from toolchain.modules import load_file, model_files
@@ -23,11 +24,12 @@ def load_example(name: str) -> ModuleType:
 
 
 def exported_ops(name: str) -> set[torch._ops.OpOverload]:
-    """call_function targets of the example's core-ATen graph (getitem excluded)."""
+    """call_function targets of the example's core-ATen graph (getitem and the runtime asserts
+    that capture checks and drops excluded)."""
     module = load_example(name)
     graph = export_program(module.Model(), module.example_inputs()).graph
-    return {n.target for n in graph.nodes
-            if n.op == "call_function" and n.target is not operator.getitem}
+    return {n.target for n in graph.nodes if n.op == "call_function"
+            and n.target is not operator.getitem and n.target not in RUNTIME_ASSERTS}
 
 
 def example_kernel_names(name: str) -> frozenset[str]:

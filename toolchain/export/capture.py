@@ -4,8 +4,10 @@ Every node kind torch.export emits is handled: user inputs and lifted weights (n
 inputs are baked into the graph by torch.export and are no program inputs), ATen calls,
 ``getitem`` of multi-output calls, runtime asserts (checked here, then dropped: see
 ``toolchain.export.asserts``), static scalars (symbolic sizes and the arithmetic on them) and the
-outputs (constant outputs such as ``None`` dropped; buffer or input mutation refused). Anything
-else raises an ExportError naming the node, its target and the model source line.
+outputs (constant outputs such as ``None`` dropped; input and parameter mutation refused). A
+buffer the model updates in place (a KV cache) becomes a ``state`` tensor: its new value is a
+trailing graph output (see ``Graph``), which the ``write_state`` pass writes back.
+Anything else raises an ExportError naming the node, its target and the model source line.
 """
 
 from __future__ import annotations
@@ -126,6 +128,7 @@ def to_graph(ep: ExportedProgram, names: list[str] | None = None) -> Graph:
     values: dict[torch.fx.Node, Any] = {}
     consts = _constant_inputs(ep)
     names = names or leaf_names(ep.call_spec.out_spec)
+    graph.state_updates = _mutated_buffers(ep)
     for fx_node in ep.graph.nodes:
         try:
             values[fx_node] = _convert(graph, fx_node, values, consts, names)
@@ -145,7 +148,10 @@ def _convert(graph: Graph, fx_node: torch.fx.Node, values: dict[torch.fx.Node, A
     if fx_node.op == "get_attr":
         return None  # a submodule of a higher-order op, refused at that op
     if fx_node.op == "output":
-        graph.outputs, graph.output_names = _outputs(fx_node, values, names)
+        state = graph.state_updates
+        graph.outputs, graph.output_names = _outputs(fx_node.args[0][len(state):], values, names)
+        graph.outputs += _state_updates(fx_node.args[0][:len(state)], values, state)
+        graph.output_names += [f"{name}:updated" for name in state]
         return None
     if fx_node.op != "call_function":
         raise node_error(fx_node, "placeholder/call_function/get_attr/output", fx_node.op, "")
@@ -169,15 +175,34 @@ def _convert(graph: Graph, fx_node: torch.fx.Node, values: dict[torch.fx.Node, A
 
 
 def _refuse_mutations(ep: ExportedProgram) -> None:
-    """Persistent state and in-place updates of inputs have no place in a stateless program."""
+    """In-place updates of inputs and parameters have no place in a program (buffers do: they
+    become state)."""
     mutated = [f"{spec.kind.name.lower()} {spec.target}" for spec in ep.graph_signature.output_specs
-               if spec.kind in (OutputKind.BUFFER_MUTATION, OutputKind.USER_INPUT_MUTATION,
-                                OutputKind.PARAMETER_MUTATION)]
+               if spec.kind in (OutputKind.USER_INPUT_MUTATION, OutputKind.PARAMETER_MUTATION)]
     if mutated:
-        raise UnsupportedModelError("model forward()", "no in-place update of buffers or inputs",
-                                    f"updates of {', '.join(mutated)}",
-                                    "return the new values as outputs instead of writing them "
-                                    "in place")
+        raise UnsupportedModelError("model forward()", "no in-place update of inputs or "
+                                    "parameters", f"updates of {', '.join(mutated)}",
+                                    "return the new values as outputs, or keep the value in a "
+                                    "buffer (register_buffer), which becomes state")
+
+
+def _mutated_buffers(ep: ExportedProgram) -> list[str]:
+    """Placeholder names of the buffers forward() updates, in the order of their updates
+    (torch.export lists buffer mutations first among the outputs)."""
+    placeholder = {spec.target: spec.arg.name for spec in ep.graph_signature.input_specs
+                   if spec.kind == InputKind.BUFFER}
+    return [placeholder[spec.target] for spec in ep.graph_signature.output_specs
+            if spec.kind == OutputKind.BUFFER_MUTATION]
+
+
+def _state_updates(args: Any, values: dict[torch.fx.Node, Any], state: list[str]) -> list[str]:
+    """The tensors holding each state buffer's new value."""
+    found = [values.get(v) if isinstance(v, torch.fx.Node) else v for v in args]
+    bad = [name for name, r in zip(state, found, strict=True) if not isinstance(r, Ref)]
+    if bad:
+        raise UnsupportedModelError(f"buffers {bad}", "updated with tensor values",
+                                    "constant values", "compute the new value from tensors")
+    return [r.name for r in found]
 
 
 def _constant_inputs(ep: ExportedProgram) -> dict[str, Any]:
@@ -200,7 +225,8 @@ def _placeholder(graph: Graph, fx_node: torch.fx.Node, consts: dict[str, Any]) -
         if not isinstance(value, torch.Tensor):
             raise node_error(fx_node, "a tensor constant", type(value).__name__,
                              "keep script objects out of the exported module")
-        tensor = _tensor(fx_node.name, val, "const")
+        kind = "state" if fx_node.name in graph.state_updates else "const"
+        tensor = _tensor(fx_node.name, val, kind)
         tensor.data = np.array(value.detach().cpu().numpy(), order="C")
     graph.tensors[tensor.name] = tensor
     return Ref(tensor.name)
@@ -271,11 +297,11 @@ def _value(v: Any, values: dict[torch.fx.Node, Any], where: str) -> Any:
     return v
 
 
-def _outputs(fx_node: torch.fx.Node, values: dict[torch.fx.Node, Any],
+def _outputs(args: Any, values: dict[torch.fx.Node, Any],
              names: list[str]) -> tuple[list[str], list[str]]:
     """The tensor outputs and their user names; constant outputs (None, ints) are dropped."""
     tensors, kept = [], []
-    for v, name in zip(fx_node.args[0], names, strict=True):
+    for v, name in zip(args, names, strict=True):
         value = values.get(v) if isinstance(v, torch.fx.Node) else v
         if isinstance(value, Ref):
             tensors.append(value.name)

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from runtime_py.buckets import Bucket
 from toolchain.ir import Graph
 from toolchain.memory_plan.types import BufferRequest, Plan, Tier
 
@@ -24,7 +25,8 @@ class BundledVector:
 
 @dataclass(frozen=True)
 class ExportResult:
-    """An exported program ready to serialize."""
+    """An exported program ready to serialize: one method, and (for the bundle's first method)
+    the bundle's other ``methods``."""
 
     graph: Graph
     requests: list[BufferRequest]
@@ -36,6 +38,10 @@ class ExportResult:
     tiers: tuple[Tier, ...] = ()
     accuracy: tuple[Any, ...] = ()  # toolchain.quantize.accuracy.OutputAccuracy per output
     vectors: tuple[BundledVector, ...] = ()  # stored for ``nee-run --verify``
+    method: str = "forward"  # this program's method name
+    entry: str = ""  # the entry point a bucketed method specialises
+    dim: Bucket | None = None  # its bucket
+    methods: tuple[ExportResult, ...] = ()  # the bundle's other methods
     buffer_index: dict[str, int] = field(init=False)
 
     def __post_init__(self) -> None:

@@ -2,7 +2,7 @@
 
 Step ``i`` is the i-th node. Graph inputs are written before step 0; graph outputs stay live to
 the end of the program; a view keeps its root storage alive. Constants are not planned: they are
-used in place from the bundle's segments.
+used in place from the bundle's segments; nor is state, which has a memory of its own.
 """
 
 from __future__ import annotations
@@ -37,5 +37,5 @@ def buffer_requests(graph: Graph) -> list[BufferRequest]:
             alignment=ALIGNMENT,
             tier=graph.tensors[name].tier,
         )
-        for name, first in start.items()
+        for name, first in start.items() if graph.tensors[name].kind != "state"
     ]

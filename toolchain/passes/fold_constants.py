@@ -6,7 +6,9 @@ Rewrites: a node reading only constants (weights, folded values, or nothing, lik
     by zero strides, so it costs nothing in the bundle); a
     non-contiguous view of a constant (a weight ``permute``/``transpose``) becomes a contiguous
     constant of its own, so kernels read weights in the layout they use. Broadcast views (a zero
-    stride) stay views: materialising them would only grow the bundle.
+    stride) stay views: materialising them would only grow the bundle; so do views of a
+    constant that is also read in its own layout (tied weights: an embedding table that is also
+    the transposed LM head), which the bundle then holds once.
 Requires: "out_variant" (kernels are looked up by out-variant name).
 Ensures: "consts_folded": no node has only constant inputs; constant views are contiguous or
     broadcasts.
@@ -29,8 +31,11 @@ def fold_constants(graph: Graph) -> Graph:
         else:
             kept.append(node)
     graph.nodes = kept
+    direct = {graph.storage_of(n) for node in graph.nodes for n in node_inputs(node)
+              if graph.tensors[n].is_contiguous}
     for name, t in graph.tensors.items():
-        if t.view_of and graph.is_const(name) and not t.is_contiguous and 0 not in t.strides:
+        if (t.view_of and graph.is_const(name) and not t.is_contiguous and 0 not in t.strides
+                and t.view_of not in direct):
             data = np.ascontiguousarray(graph.const_value(name))
             t.view_of, t.strides, t.offset, t.kind, t.data = None, None, 0, "const", data
     graph.ensured.add("consts_folded")

@@ -25,11 +25,12 @@ def reuse_inputs(graph: Graph) -> Graph:
         last_read[graph.storage_of(name)] = len(graph.nodes)
     for i, node in enumerate(graph.nodes):
         kernel = KERNELS.get(node.op)
-        if kernel is None or not kernel.inplace or len(node.outputs) != 1:
+        if (kernel is None or not kernel.inplace or len(node.outputs) != 1
+                or graph.tensors[node.outputs[0]].view_of):  # already written in place
             continue
         donor = _donor(graph, node, i, last_read)
         if donor is not None:
-            _alias_output(graph, node.outputs[0], donor)
+            alias_output(graph, node.outputs[0], donor)
             last_read[donor] = last_read.pop(node.outputs[0], i)
     graph.ensured.add("inplace_reused")
     return graph
@@ -50,7 +51,8 @@ def _donor(graph: Graph, node: Node, step: int, last_read: dict[str, int]) -> st
     return None
 
 
-def _alias_output(graph: Graph, out: str, donor: str) -> None:
+def alias_output(graph: Graph, out: str, donor: str) -> None:
+    """Make ``out`` a whole contiguous view of the storage ``donor`` (its views re-rooted)."""
     for t in graph.tensors.values():
         if t.view_of == out:
             t.view_of = donor

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
 import struct
 import tempfile
 import zlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import flatbuffers
 import numpy as np
 
+from runtime_py.buckets import Bucket
 from runtime_py.fbs.Accuracy import AccuracyT
 from runtime_py.fbs.Arena import ArenaT
 from runtime_py.fbs.Arg import ArgT
@@ -20,13 +23,16 @@ from runtime_py.fbs.Buffer import BufferT
 from runtime_py.fbs.Bundle import BundleT
 from runtime_py.fbs.Delegate import DelegateT
 from runtime_py.fbs.DelegateEstimate import DelegateEstimateT
+from runtime_py.fbs.DynamicDim import DynamicDimT
 from runtime_py.fbs.KernelEntry import KernelEntryT
 from runtime_py.fbs.KeyValue import KeyValueT
 from runtime_py.fbs.MemoryPlan import MemoryPlanT
+from runtime_py.fbs.Method import MethodT
 from runtime_py.fbs.Node import NodeT
 from runtime_py.fbs.Payload import PayloadT
 from runtime_py.fbs.Quantization import QuantizationT
 from runtime_py.fbs.Segment import SegmentT
+from runtime_py.fbs.StateBuffer import StateBufferT
 from runtime_py.fbs.StorageKind import StorageKind
 from runtime_py.fbs.Tensor import TensorT
 from runtime_py.fbs.TestVector import TestVectorT
@@ -76,50 +82,131 @@ def output_path(path: str | Path) -> Path:
     return path
 
 
+class _Segments:
+    """The bundle's constant blobs: a method reuses another's identical blob (weights shared by
+    methods); within one method each constant owns a segment (the loader requires it)."""
+
+    def __init__(self) -> None:
+        self.blobs: list[memoryview] = []
+        self.known: dict[tuple[int, bytes], int] = {}  # (size, sha256) -> segment index
+
+    def add(self, array: np.ndarray, taken: set[int] | None = None) -> int:
+        """The segment index holding ``array``'s bytes (a new one unless another method's)."""
+        blob = memoryview(np.ascontiguousarray(array)).cast("B")
+        key = (blob.nbytes, hashlib.sha256(blob).digest())
+        k = self.known.get(key)
+        if k is None or taken is None or k in taken:
+            k = len(self.blobs)
+            self.blobs.append(blob)
+            self.known.setdefault(key, k)
+        if taken is not None:
+            taken.add(k)
+        return k
+
+    def table(self) -> list[SegmentT]:
+        segments, offset = [], 0
+        for blob in self.blobs:
+            segments.append(SegmentT(offset=offset, size=blob.nbytes, crc32=zlib.crc32(blob)))
+            offset = align(offset + blob.nbytes)
+        return segments
+
+
 def _layout(result: ExportResult) -> tuple[BundleT, list[memoryview]]:
     """The bundle tables and the bytes of each constant segment (views of the weights)."""
-    graph = result.graph
-    names = graph.used_tensors()
-    index = {name: i for i, name in enumerate(names)}
-    roots = graph.constant_roots(names)
-    consts = {name: i for i, name in enumerate(roots)}  # const root -> segment index
-    blobs = [memoryview(np.ascontiguousarray(graph.tensors[n].data)).cast("B") for n in roots]
-    payloads = []  # per delegate: payload name -> segment index
-    for d in graph.delegates:
-        payloads.append({name: len(blobs) + i for i, name in enumerate(d.payload)})
-        blobs += [memoryview(np.ascontiguousarray(b)).cast("B") for b in d.payload.values()]
-    vectors = []  # per bundled vector: its inputs' and outputs' segment indices
-    for v in result.vectors:
-        arrays = [*v.inputs, *v.outputs]
-        first = len(blobs)
-        blobs += [memoryview(np.ascontiguousarray(a)).cast("B") for a in arrays]
-        vectors.append(_vector(v, list(range(first, first + len(arrays)))))
-    segments, offset = [], 0
-    for blob in blobs:
-        segments.append(SegmentT(offset=offset, size=blob.nbytes, crc32=zlib.crc32(blob)))
-        offset = align(offset + blob.nbytes)
+    methods = [result, *result.methods]
+    segments = _Segments()
+    state, state_index = _state(methods, segments)
+    programs = [_program(r, segments, state_index) for r in methods]
     bundle = BundleT(
         schemaVersion=SCHEMA_VERSION,
         producer=result.producer,
         model=result.model_name,
         board=result.board,
-        tensors=[_tensor(graph, graph.tensors[n], result, index, consts) for n in names],
-        inputs=[index[n] for n in graph.inputs],
-        outputs=[index[n] for n in graph.outputs],
-        nodes=[_node(node, index) for node in graph.nodes],
-        delegates=[_delegate(d, index, where) for d, where in zip(graph.delegates, payloads,
-                                                                  strict=True)] or None,
-        plan=_plan(result),
         kernels=[KernelEntryT(op=op, dtype=DTYPE_CODES[dt])
-                 for op, dt in result.kernels],
-        segments=segments,
-        outputNames=graph.output_names or None,  # None: readers use the tensor names
+                 for op, dt in sorted({k for r in methods for k in r.kernels})],
         accuracy=[AccuracyT(output=a.output, sqnrDb=a.sqnr_db, maxAbsError=a.max_abs_error,
                             samples=a.samples, heldOut=a.held_out)
                   for a in result.accuracy] or None,
-        testVectors=vectors or None,
+        methodName=result.method if result.methods or result.dim else None,
+        methods=[_method(fields) for fields in programs[1:]] or None,
+        state=state or None,
     )
-    return bundle, blobs
+    bundle.__dict__.update(programs[0])
+    bundle.segments = segments.table()
+    return bundle, segments.blobs
+
+
+def _method(fields: dict[str, Any]) -> MethodT:
+    """A Method table of a program's fields (its name is the Bundle's method_name)."""
+    method = MethodT()
+    method.__dict__.update(fields)
+    method.name = method.__dict__.pop("methodName")
+    return method
+
+
+def _state(methods: list[ExportResult], segments: _Segments
+           ) -> tuple[list[StateBufferT], dict[str, int]]:
+    """The state table (one buffer per state tensor name, all methods sharing it) and the
+    index of each name in it."""
+    found: dict[str, Tensor] = {}
+    for r in methods:
+        for t in r.graph.tensors.values():
+            if t.kind != "state":
+                continue
+            other = found.setdefault(t.name, t)
+            if (other.shape, other.dtype) != (t.shape, t.dtype):
+                raise ExportError(f"state {t.name} of method {r.method}",
+                                  f"the same shape and dtype in every method ({other.dtype}"
+                                  f"{list(other.shape)})", f"{t.dtype}{list(t.shape)}",
+                                  "methods share their state: export them from one model")
+    table, offset = [], 0
+    for t in found.values():
+        init = segments.add(t.data) if t.data is not None and t.data.any() else -1
+        table.append(StateBufferT(name=t.name, offset=offset, size=t.nbytes, initial=init))
+        offset = align(offset + t.nbytes)
+    return table, {t.name: i for i, t in enumerate(found.values())}
+
+
+def _program(result: ExportResult, segments: _Segments, state: dict[str, int]
+             ) -> dict[str, Any]:
+    """The fields of one method's program (named as in Bundle and Method)."""
+    graph = result.graph
+    names = graph.used_tensors()
+    index = {name: i for i, name in enumerate(names)}
+    taken: set[int] = set()
+    consts = {n: segments.add(graph.tensors[n].data, taken) for n in graph.constant_roots(names)}
+    storage = _Storage(result, consts, state)
+    payloads = [{name: segments.add(b, taken) for name, b in d.payload.items()}
+                for d in graph.delegates]
+    vectors = [_vector(v, [segments.add(a, taken) for a in (*v.inputs, *v.outputs)])
+               for v in result.vectors]
+    return {
+        "methodName": result.method, "entry": result.entry or None,
+        "dims": [_dim(result.dim)] if result.dim else None,
+        "tensors": [_tensor(graph, graph.tensors[n], storage, index) for n in names],
+        "inputs": [index[n] for n in graph.inputs],
+        "outputs": [index[n] for n in graph.outputs],
+        "nodes": [_node(node, index) for node in graph.nodes],
+        "delegates": [_delegate(d, index, where) for d, where in zip(graph.delegates, payloads,
+                                                                     strict=True)] or None,
+        "plan": _plan(result),
+        "outputNames": graph.output_names or None,  # None: readers use the tensor names
+        "testVectors": vectors or None,
+    }
+
+
+@dataclass(frozen=True)
+class _Storage:
+    """Where a method's root tensors live: its plan, its constants' segments, the state."""
+
+    result: ExportResult
+    consts: dict[str, int]  # const root -> segment index
+    state: dict[str, int]  # state tensor -> state buffer index
+
+
+def _dim(dim: Bucket) -> DynamicDimT:
+    return DynamicDimT(name=dim.name, min=dim.min, max=dim.max, size=dim.size,
+                       inputAxes=list(dim.input_axes), outputAxes=list(dim.output_axes))
 
 
 def _vector(v: BundledVector, segments: list[int]) -> TestVectorT:
@@ -142,19 +229,20 @@ def write_to(file: BinaryIO, bundle: BundleT, blobs: Sequence[bytes | memoryview
     return written + file.write(FOOTER_MAGIC + struct.pack("<I", zlib.crc32(head)))
 
 
-def _tensor(graph: Graph, t: Tensor, result: ExportResult, index: dict[str, int],
-            consts: dict[str, int]) -> Any:
+def _tensor(graph: Graph, t: Tensor, where: _Storage, index: dict[str, int]) -> Any:
     root = graph.tensors[graph.storage_of(t.name)]
     itemsize = np.dtype(t.dtype).itemsize
     base = 0
     owner = next((k for k, d in enumerate(graph.delegates) if root.name in d.workspace), None)
     if root.kind == "const":
-        kind, storage = StorageKind.Constant, consts[root.name]
+        kind, storage = StorageKind.Constant, where.consts[root.name]
+    elif root.kind == "state":
+        kind, storage = StorageKind.State, where.state[root.name]
     elif owner is not None:
         kind, storage = StorageKind.Delegate, owner
         base = graph.delegates[owner].workspace[root.name]
     else:
-        kind, storage = StorageKind.Arena, result.buffer_index[root.name]
+        kind, storage = StorageKind.Arena, where.result.buffer_index[root.name]
     return TensorT(
         name=t.name,
         dtype=DTYPE_CODES[t.dtype],

@@ -31,7 +31,7 @@ import numpy as np
 import tflite
 
 from runtime_py.kernels._common import expand_param
-from toolchain.errors import ExportError
+from toolchain.errors import ExportError, UnsupportedModelError
 from toolchain.export.result import ExportResult
 from toolchain.ir import Graph, Node, Quant, Ref, contiguous_strides, node_inputs
 from toolchain.passes.check_supported import group_lines
@@ -52,6 +52,12 @@ FIRST_VERSIONS = {"BROADCAST_TO": 2}
 def write_tflite(result: ExportResult, path: str | Path) -> int:
     """Write ``result``'s program to ``path`` as a .tflite model; returns its size in bytes."""
     path = output_path(path)
+    state = [t.name for t in result.graph.tensors.values() if t.kind == "state"]
+    if state or result.methods:
+        raise UnsupportedModelError(
+            f"--format tflite of {result.model_name}", "one program without state",
+            f"{len(state)} state buffer(s), {1 + len(result.methods)} method(s)",
+            "export a .nee bundle: NEE's .tflite writer has no variable tensors or signatures")
     data = to_tflite(result.graph, result.model_name)
     path.write_bytes(data)
     return len(data)

@@ -67,6 +67,10 @@ def _accepted(node: Node) -> bool:
 
 
 def _static_reason(graph: Graph, node: Node) -> str:
+    state = [n for n in [*node_inputs(node), *node.outputs]
+             if graph.tensors[graph.storage_of(n)].kind == "state" or n in graph.state_values()]
+    if state:
+        return f"persistent state {state[0]}: kept in the CPU's memory"
     floats = [n for n in [*node_inputs(node), *node.outputs]
               if graph.tensors[n].dtype not in FEATURE_DTYPES and not graph.is_const(n)]
     if floats:
