@@ -68,18 +68,31 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x2, x1), dim=-1)
 
 
-class Attention(nn.Module):
-    """Grouped-query causal attention over this layer's KV cache."""
+def quantize_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Symmetric int8 per row of the last axis: (values, float scales of shape [..., 1])."""
+    scale = x.abs().amax(dim=-1, keepdim=True).clamp(min=1e-8) / 127.0
+    return torch.round(x / scale).clamp(-127, 127).to(torch.int8), scale
 
-    def __init__(self) -> None:
+
+class Attention(nn.Module):
+    """Grouped-query causal attention over this layer's KV cache (float32, or with
+    ``kv_int8`` int8 rows and one float scale per head and position: 3.6x less state)."""
+
+    def __init__(self, kv_int8: bool = False) -> None:
         super().__init__()
+        self.kv_int8 = kv_int8
         self.q_proj = nn.Linear(D_MODEL, N_HEADS * HEAD_DIM, bias=False)
         self.k_proj = nn.Linear(D_MODEL, N_KV_HEADS * HEAD_DIM, bias=False)
         self.v_proj = nn.Linear(D_MODEL, N_KV_HEADS * HEAD_DIM, bias=False)
         self.o_proj = nn.Linear(N_HEADS * HEAD_DIM, D_MODEL, bias=False)
         cache_shape = (1, N_KV_HEADS, MAX_SEQ_LEN, HEAD_DIM)
-        self.register_buffer("k_cache", torch.zeros(cache_shape), persistent=False)
-        self.register_buffer("v_cache", torch.zeros(cache_shape), persistent=False)
+        dtype = torch.int8 if kv_int8 else torch.float32
+        self.register_buffer("k_cache", torch.zeros(cache_shape, dtype=dtype), persistent=False)
+        self.register_buffer("v_cache", torch.zeros(cache_shape, dtype=dtype), persistent=False)
+        if kv_int8:
+            scales = (*cache_shape[:3], 1)
+            self.register_buffer("k_scale", torch.zeros(scales), persistent=False)
+            self.register_buffer("v_scale", torch.zeros(scales), persistent=False)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                 input_pos: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -89,11 +102,24 @@ class Attention(nn.Module):
         v = self.v_proj(x).view(b, n, N_KV_HEADS, HEAD_DIM).transpose(1, 2)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
-        self.k_cache.index_copy_(2, input_pos, k)
-        self.v_cache.index_copy_(2, input_pos, v)
-        y = F.scaled_dot_product_attention(q, self.k_cache, self.v_cache, attn_mask=mask,
-                                           enable_gqa=True)
+        keys, values = self._cached(k, v, input_pos)
+        y = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=True)
         return self.o_proj(y.transpose(1, 2).reshape(b, n, N_HEADS * HEAD_DIM))
+
+
+    def _cached(self, k: torch.Tensor, v: torch.Tensor,
+                input_pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Write k and v at ``input_pos`` into the cache; the whole cache's keys and values."""
+        if not self.kv_int8:
+            self.k_cache.index_copy_(2, input_pos, k)
+            self.v_cache.index_copy_(2, input_pos, v)
+            return self.k_cache, self.v_cache
+        for x, cache, scale in ((k, self.k_cache, self.k_scale), (v, self.v_cache, self.v_scale)):
+            rows, scales = quantize_rows(x)
+            cache.index_copy_(2, input_pos, rows)
+            scale.index_copy_(2, input_pos, scales)
+        return (self.k_cache.to(torch.float32) * self.k_scale,
+                self.v_cache.to(torch.float32) * self.v_scale)
 
 
 class MLP(nn.Module):
@@ -112,10 +138,10 @@ class MLP(nn.Module):
 class DecoderLayer(nn.Module):
     """Pre-norm: x + attn(norm(x)), then + mlp(norm(x))."""
 
-    def __init__(self) -> None:
+    def __init__(self, kv_int8: bool = False) -> None:
         super().__init__()
         self.input_layernorm = RMSNorm(D_MODEL)
-        self.self_attn = Attention()
+        self.self_attn = Attention(kv_int8)
         self.post_attention_layernorm = RMSNorm(D_MODEL)
         self.mlp = MLP()
 
@@ -130,11 +156,11 @@ class Model(nn.Module):
 
     max_seq_len = MAX_SEQ_LEN
 
-    def __init__(self) -> None:
+    def __init__(self, kv_int8: bool = False) -> None:
         super().__init__()
         torch.manual_seed(0)
         self.embed_tokens = nn.Embedding(VOCAB, D_MODEL)
-        self.layers = nn.ModuleList(DecoderLayer() for _ in range(N_LAYERS))
+        self.layers = nn.ModuleList(DecoderLayer(kv_int8) for _ in range(N_LAYERS))
         self.norm = RMSNorm(D_MODEL)
         self.lm_head = nn.Linear(D_MODEL, VOCAB, bias=False)
         self.lm_head.weight = self.embed_tokens.weight
@@ -175,6 +201,11 @@ class Model(nn.Module):
         return self.lm_head(self.norm(x))
 
 
+def Int8KvModel() -> Model:
+    """The same weights with an int8 KV cache (``nee-export examples/llama.py:Int8KvModel``)."""
+    return Model(kv_int8=True)
+
+
 def example_inputs() -> tuple[torch.Tensor, torch.Tensor]:
     """A prefill of 8 seeded random token ids at position 0."""
     generator = torch.Generator().manual_seed(1)
@@ -189,11 +220,11 @@ def dynamic_shapes() -> dict[str, dict[int, torch.export.Dim] | None]:
 
 
 def reset(model: Model) -> None:
-    """Zero every layer's KV cache in place."""
+    """Zero every layer's KV cache (and its scales) in place."""
     with torch.no_grad():
-        for layer in model.layers:
-            layer.self_attn.k_cache.zero_()
-            layer.self_attn.v_cache.zero_()
+        for name, buffer in model.named_buffers():
+            if name.endswith(("_cache", "_scale")):
+                buffer.zero_()
 
 
 @torch.no_grad()

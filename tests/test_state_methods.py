@@ -246,3 +246,14 @@ def test_bundle_io_gates_and_board_build_cover_every_method(tmp_path) -> None:
     assert verified.exit_code == 0, verified.output
     assert "vector 0 of forward[seq=4] output_0" in verified.output
     assert "2 of 2 output(s) within tolerance" in verified.output
+
+
+def test_int8_kv_cache_saves_state_and_decodes_like_its_eager_model(llama, tmp_path) -> None:
+    model = llama.Int8KvModel()
+    dim = module_dim(model, llama.dynamic_shapes())
+    write_bundle(export_buckets(export, model, llama.example_inputs(), dim, [1, 8]),
+                 tmp_path / "kv8.nee")
+    program = Program.load(tmp_path / "kv8.nee")
+    assert program.state_bytes == 147456  # int8 rows + float scales, against 524288 B
+    prompt = [5, 6, 7]
+    assert list(generate(program, prompt, 64)) == llama.eager_generate(model, prompt, 64)

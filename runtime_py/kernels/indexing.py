@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from runtime_py.kernels import Bound, Kernel, rules
-from runtime_py.kernels._common import ALL, NUMERIC, Workspace, workspace_bytes
+from runtime_py.kernels._common import ALL, INT8, NUMERIC, Workspace, workspace_bytes
 
 Indices = Sequence[np.ndarray | None]
 Shape = tuple[int, ...]
@@ -556,7 +556,7 @@ KERNELS: dict[str, Kernel] = {
     "aten::index_select.out": Kernel.prepared(index_select, ALL, check=_check_index_select),
     "aten::index.Tensor_out": Kernel.prepared(index, ALL, scratch=_index_scratch,
                                               check=_check_index),
-    "aten::index_put.out": Kernel.prepared(index_put, ALL, inplace=True,
+    "aten::index_put.out": Kernel.prepared(index_put, ALL | INT8, inplace=True,
                                            check=_check_index_put),
     "aten::slice_scatter.out": Kernel.prepared(slice_scatter, ALL, inplace=True,
                                                check=_check_slice_scatter),

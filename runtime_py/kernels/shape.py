@@ -70,7 +70,7 @@ def _check_cat(tensors: Sequence[np.ndarray], dim: int = 0, *, out: np.ndarray,
 
 KERNELS: dict[str, Kernel] = {
     "aten::clone.out": Kernel(clone, ALL | INT8, inplace=True, check=rules.elementwise("self")),
-    "aten::_to_copy.out": Kernel(to_copy, ALL, inplace=True, check=_check_to_copy),
+    "aten::_to_copy.out": Kernel(to_copy, ALL | INT8, inplace=True, check=_check_to_copy),
     "aten::copy.out": Kernel(copy, ALL, inplace=True, check=_check_copy),
     "aten::cat.out": Kernel(cat, ALL | INT8, check=_check_cat),
 }

@@ -190,6 +190,16 @@ def test_index_put(case: str, layout: str, values: str) -> None:
              indices=indices, values=random(value_shape))
 
 
+@pytest.mark.parametrize("case", sorted(INDEX_LISTS))
+def test_index_put_int8(case: str) -> None:
+    """int8 rows written into an int8 tensor (an int8 KV cache)."""
+    indices = _distinct_list(case)
+    shape = aten.index.Tensor(random(SELF_SHAPE), indices).shape
+    as_int8 = lambda s: random(s, torch.float32, scale=60).round().clamp(-127, 127).to(torch.int8)  # noqa: E731
+    check_op(aten.index_put.default, self=as_int8(SELF_SHAPE), indices=indices,
+             values=as_int8(shape))
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("case", ["first", "adjacent", "split", "all"])
 def test_index_put_accumulate(case: str, dtype: torch.dtype) -> None:

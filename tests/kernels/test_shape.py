@@ -29,6 +29,17 @@ def test_to_copy(source: torch.dtype, target: torch.dtype) -> None:
     check_op(aten._to_copy.default, self=x, dtype=target)
 
 
+@pytest.mark.parametrize(("source", "target"), [(torch.float32, torch.int8),
+                                                (torch.int8, torch.float32),
+                                                (torch.int8, torch.int64)])
+def test_to_copy_int8(source: torch.dtype, target: torch.dtype) -> None:
+    """int8 in and out (an int8 KV cache quantizes on write, dequantizes on read), values in
+    the int8 range."""
+    values = random((4, 5), torch.float32, scale=60).round().clamp(-127, 127)
+    x = with_layout(values.to(source), "transposed")
+    check_op(aten._to_copy.default, self=x, dtype=target)
+
+
 @pytest.mark.parametrize(("self_shape", "src_shape"), [((3, 4), (3, 4)), ((3, 4), (4,)),
                                                        ((2, 3), ())])
 def test_copy(self_shape: tuple[int, ...], src_shape: tuple[int, ...]) -> None:
