@@ -515,8 +515,9 @@ _OUT_ARG = re.compile(r"out\d*")  # the out arguments of out-variant kernels: ou
 
 
 def _check_node(b: LoadedBundle, where: str, node: Any, writable: tuple[int, int | None]) -> None:
-    """Op name, arguments and tensor indices of one node; its outputs in storage ``writable``
-    (an arena tensor, and (State, None): state, or (Delegate, k): delegate k's workspace)."""
+    """Op name, arguments and tensor indices of one node; its outputs in the arena or in
+    ``writable`` = (storage kind, index or None for any): (State, None) for the program's
+    nodes, (Delegate, k) for delegate k's reference program."""
     tensors = b.bundle.tensors or []
     if not node.op:
         raise _fail(b, where, "an operator name", "none")
@@ -532,12 +533,13 @@ def _check_node(b: LoadedBundle, where: str, node: Any, writable: tuple[int, int
     if not set(written) <= outs:
         raise _fail(b, f"{where} {node.op} out arguments", f"tensors among its outputs "
                     f"{sorted(outs)}", str(written))
+    kind, index = writable
     for k in ints(node.outputs):
         t = tensors[k] if k < len(tensors) else None
         if t is None or not (t.storageKind == StorageKind.Arena or (
-                (t.storageKind, t.storage) == writable) or (t.storageKind, None) == writable):
+                t.storageKind == kind and index in (None, t.storage))):
             raise _fail(b, f"{where} {node.op} output", "a tensor in the arena" + (
-                f" or in delegate {writable[1]}'s workspace" if writable[1] is not None
+                f" or in delegate {index}'s workspace" if index is not None
                 else " or in the state"), str(k))
         expected = list(contiguous_strides(ints(t.shape)))
         if ints(t.strides) != expected:

@@ -64,8 +64,7 @@ class _Shared:
     """What all methods of one loaded bundle share: one arena per tier (as large as the largest
     method's), the state memory with its initial bytes, the run lock and the methods."""
 
-    def __init__(self, loaded: LoadedBundle) -> None:
-        methods = loaded.methods()
+    def __init__(self, loaded: LoadedBundle, methods: list[LoadedBundle]) -> None:
         self.arenas = {tier: _aligned_zeros(size) for tier, size in
                        shared_arenas(methods).items()}
         self.state = _aligned_zeros(state_bytes(loaded.bundle))
@@ -97,8 +96,8 @@ class Program:
         self.name = loaded.method_name
         self.backends = {**BACKENDS, **(backends or {})}
         _check_backends(loaded, self.backends)
-        first = shared is None
-        self._shared = shared = shared or _Shared(loaded)
+        methods = loaded.methods() if shared is None else []  # the first builds the others
+        self._shared = shared = shared or _Shared(loaded, methods)
         self.arenas = [shared.arenas[a.tier][:a.size] for a in (bundle.plan.arenas or [])]
         self.workspaces: dict[int, np.ndarray] = {}  # delegate -> its reference's workspace
         self.tensors: list[np.ndarray | None] = [  # delegate workspaces: on first reference()
@@ -125,8 +124,8 @@ class Program:
             group = shared.entries.setdefault(bundle.entry, [])
             group.append(self)
             group.sort(key=lambda p: p.dim.size)
-        if first:
-            for method in loaded.methods()[1:]:
+        if methods:
+            for method in methods[1:]:
                 Program(method, backends, shared=shared)
             shared.reset()
 
@@ -206,15 +205,15 @@ class Program:
     def bucket(self, *inputs: np.ndarray) -> Program:
         """The bucket of this method's entry point that runs ``inputs`` (itself if not
         bucketed): the smallest at least as large as their size along the dim."""
-        if self.dim is None:
-            return self
-        size = _dim_size(self, inputs)
+        return self if self.dim is None else self._bucket_for(_dim_size(self, inputs))
+
+    def _bucket_for(self, size: int) -> Program:
         return next(p for p in self._shared.entries[self.loaded.bundle.entry]
                     if p.dim.size >= size)
 
     def _bucket_run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-        target = self.bucket(*inputs)
         size = _dim_size(self, inputs)
+        target = self._bucket_for(size)
         if size == target.dim.size:
             return target._run(inputs, target.set_inputs, target._output_views)
         sized = target._sized.get(size) or target._sized.setdefault(size, _Sized(target, size))

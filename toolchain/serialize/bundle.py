@@ -127,7 +127,6 @@ def _layout(result: ExportResult) -> tuple[BundleT, list[memoryview]]:
         accuracy=[AccuracyT(output=a.output, sqnrDb=a.sqnr_db, maxAbsError=a.max_abs_error,
                             samples=a.samples, heldOut=a.held_out)
                   for a in result.accuracy] or None,
-        methodName=result.method if result.methods or result.dim else None,
         methods=[_method(fields) for fields in programs[1:]] or None,
         state=state or None,
     )

@@ -67,8 +67,9 @@ def _accepted(node: Node) -> bool:
 
 
 def _static_reason(graph: Graph, node: Node) -> str:
+    updates = graph.state_values()
     state = [n for n in [*node_inputs(node), *node.outputs]
-             if graph.tensors[graph.storage_of(n)].kind == "state" or n in graph.state_values()]
+             if graph.tensors[graph.storage_of(n)].kind == "state" or n in updates]
     if state:
         return f"persistent state {state[0]}: kept in the CPU's memory"
     floats = [n for n in [*node_inputs(node), *node.outputs]
