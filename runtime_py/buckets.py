@@ -30,6 +30,7 @@ class Bucket:
     size: int
     input_axes: tuple[int, ...]
     output_axes: tuple[int, ...]
+    symbolic: bool = False  # one program for the range (runtime_py.symbolic), size == max
 
     @classmethod
     def of(cls, prog: Any) -> Bucket | None:
@@ -38,7 +39,7 @@ class Bucket:
             return None
         d = prog.dims[0]
         return cls(d.name, d.min, d.max, d.size, tuple(ints(d.inputAxes)),
-                   tuple(ints(d.outputAxes)))
+                   tuple(ints(d.outputAxes)), bool(d.symbolic))
 
 
 def bucket_problems(programs: Sequence[Any]) -> list[str]:
@@ -50,7 +51,7 @@ def bucket_problems(programs: Sequence[Any]) -> list[str]:
         return problems
     groups: dict[str, list[Any]] = {}
     for prog in programs:
-        if prog.dims:
+        if prog.dims and not prog.dims[0].symbolic:
             groups.setdefault(prog.entry, []).append(prog)
     for entry, group in groups.items():
         problems += _group_problems(entry, group)
@@ -76,12 +77,15 @@ def _io(prog: Any, k: int, axis: int) -> tuple:
 
 def _own_problems(prog: Any) -> list[str]:
     where = f"method {prog.methodName}"
-    if len(prog.dims) != 1 or not prog.entry:
-        return [f"{where}: {len(prog.dims)} dynamic dims, entry {prog.entry!r} (one dim and an "
-                "entry point)"]
+    if len(prog.dims) != 1 or bool(prog.entry) == bool(prog.dims[0].symbolic):
+        return [f"{where}: {len(prog.dims)} dynamic dims, entry {prog.entry!r} (one dim; an "
+                "entry point for a bucket, none for a symbolic method)"]
     d = prog.dims[0]
-    if not (d.name and 1 <= d.min <= d.size <= d.max):
-        return [f"{where}: dim {d.name!r} of size {d.size} in [{d.min}, {d.max}]"]
+    if not (d.name and 1 <= d.min <= d.size <= d.max) or (d.symbolic and d.size != d.max):
+        return [f"{where}: dim {d.name!r} of size {d.size} in [{d.min}, {d.max}]"
+                + (" (a symbolic method's size is the max)" if d.symbolic else "")]
+    if d.exprs and not d.symbolic:
+        return [f"{where}: size expressions on a bucket's dim"]
     problems = []
     for role, io, axes in (("input", ints(prog.inputs), ints(d.inputAxes)),
                            ("output", ints(prog.outputs), ints(d.outputAxes))):

@@ -40,6 +40,7 @@ from runtime_py.format import (
     segment_base,
 )
 from runtime_py.kernels import KERNELS
+from runtime_py.symbolic import at_size, expr_problems, is_symbolic
 
 DEFAULT_METHOD = "forward"  # the root program's method name when the bundle gives none
 # A method's own program fields, which a Method table holds under the Bundle's names.
@@ -69,6 +70,14 @@ class LoadedBundle:
         return [self] + [dataclasses.replace(self, path=f"{self.path}#{m.name}",
                                              bundle=_method_view(self.bundle, m))
                          for m in self.bundle.methods or []]
+
+    def at_size(self, size: int) -> LoadedBundle:
+        """A symbolic method's program at ``size`` of its dim (in range), validated like any
+        program's tables: BundleError if they are not valid at that size."""
+        view = dataclasses.replace(self, path=f"{self.path}[{self.bundle.dims[0].name}={size}]",
+                                   bundle=at_size(self.bundle, size))
+        _check_method(view)
+        return view
 
 
 def load_bundle(path: str | Path, *, check_kernels: bool = True,
@@ -178,6 +187,7 @@ def _validate(b: LoadedBundle, check_kernels: bool, verify_segments: bool,
         raise _fail(b, f"{len(problems)} bucket problem(s)", "bucketed methods of one entry "
                     "point with one dim in range and matching inputs and outputs",
                     "; ".join(problems[:8]))
+    _check_symbolic(b, methods)
     _check_memory_limit(b, methods, max_arena_bytes)
     _check_kernel_list(b)
     if check_kernels:
@@ -197,6 +207,20 @@ def _check_method(b: LoadedBundle) -> None:
     _check_dataflow(b)
     _check_scalars(b)
     _check_test_vectors(b)
+
+
+def _check_symbolic(b: LoadedBundle, methods: list[LoadedBundle]) -> None:
+    """Each symbolic method's size expressions, and its program at the dim's min validated like
+    any program (at the max it is the tables themselves; other sizes on their first run)."""
+    symbolic = [m for m in methods if is_symbolic(m.bundle)]
+    problems = [p for m in symbolic for p in expr_problems(m.bundle)]
+    if problems:
+        raise _fail(b, f"{len(problems)} size expression problem(s)", "expressions naming "
+                    "integers of the tables once, with 1-3 bounded coefficients, giving the "
+                    "stored values at the max and s along each input's dim axis",
+                    "; ".join(problems[:8]))
+    for m in symbolic:
+        m.at_size(m.bundle.dims[0].min)
 
 
 def _check_method_names(b: LoadedBundle, methods: list[LoadedBundle]) -> None:

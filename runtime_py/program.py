@@ -75,6 +75,14 @@ class _Shared:
         self.programs: dict[str, Program] = {}
         self.entries: dict[str, list[Program]] = {}  # entry point -> its buckets, smallest first
 
+    def add(self, program: Program) -> None:
+        """Register a method (a bucket also under its entry point, smallest first)."""
+        self.programs[program.name] = program
+        if program.dim is not None and not program.dim.symbolic:
+            group = self.entries.setdefault(program.loaded.bundle.entry, [])
+            group.append(program)
+            group.sort(key=lambda p: p.dim.size)
+
     def reset(self) -> None:
         """Every state buffer back to its initial bytes."""
         for view, init in self.init:
@@ -117,16 +125,13 @@ class Program:
         self._run_all = functools.partial(self._numpy.run, self._execute)
         self._busy = shared.busy
         self.closed = False
-        self.dim = Bucket.of(bundle)  # the bucket's dynamic dim, if any
-        self._sized: dict[int, _Sized] = {}  # per caller size below the bucket: cut views
-        shared.programs[self.name] = self
-        if self.dim is not None:
-            group = shared.entries.setdefault(bundle.entry, [])
-            group.append(self)
-            group.sort(key=lambda p: p.dim.size)
+        self.dim = Bucket.of(bundle)  # the bucket's (or symbolic method's) dynamic dim, if any
+        # Per caller size other than the dim's size: a bucket's cut views (_Sized), a symbolic
+        # method's program at that size.
+        self._sized: dict[int, _Sized | Program] = {}
         if methods:
-            for method in methods[1:]:
-                Program(method, backends, shared=shared)
+            for program in [self, *(Program(m, backends, shared=shared) for m in methods[1:])]:
+                shared.add(program)
             shared.reset()
 
     @classmethod
@@ -185,7 +190,7 @@ class Program:
         progress (another thread) raises ProgramBusyError at once; load one program per
         thread, and copy outputs that must outlive the next run."""
         if self.dim is not None:
-            return self._bucket_run(inputs)
+            return self._symbolic_run(inputs) if self.dim.symbolic else self._bucket_run(inputs)
         return self._run(inputs, self.set_inputs, self._output_views)
 
     def _run(self, inputs: Sequence[np.ndarray], set_inputs: Callable[[Sequence[np.ndarray]], None],
@@ -219,6 +224,34 @@ class Program:
         sized = target._sized.get(size) or target._sized.setdefault(size, _Sized(target, size))
         return target._run(inputs, sized.set_inputs, sized.outputs)
 
+    def _symbolic_run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        target = self._at_inputs(inputs)
+        return target._run(inputs, target.set_inputs, target._output_views)
+
+    def _at_inputs(self, inputs: Sequence[np.ndarray]) -> Program:
+        """The symbolic method's program at the inputs' size."""
+        size = _dim_size(self, inputs)
+        return self if size == self.dim.size else self._sized.get(size) or self._at(size)
+
+    def prepare(self, *sizes: int) -> None:
+        """Validate and prepare a symbolic method's calls at ``sizes`` of its dim now (all sizes
+        of its range if none are given) rather than on each size's first run."""
+        d = self.dim
+        if d is None or not d.symbolic:
+            return
+        wrong = [s for s in sizes if not d.min <= s <= d.max]
+        if wrong:
+            raise InputError(f"sizes of dim {d.name}", f"sizes in [{d.min}, {d.max}]", str(wrong),
+                             "prepare sizes the method accepts")
+        for size in sizes or range(d.min, d.max + 1):
+            if size != d.size and size not in self._sized:
+                self._at(size)
+
+    def _at(self, size: int) -> Program:
+        """The symbolic method's program at ``size``: validated, prepared, kept."""
+        program = Program(self.loaded.at_size(size), self.backends, shared=self._shared)
+        return self._sized.setdefault(size, program)
+
     def _value_error(self, error: Exception) -> InputError:
         """The error a kernel raised on the input values, naming its call: found by running
         the calls again up to the one that raises (the inputs are still in the arena)."""
@@ -235,6 +268,8 @@ class Program:
 
     def profile(self, *inputs: np.ndarray) -> list[tuple[Call, float]]:
         """Run once, timing each kernel call; returns (call, seconds) in execution order."""
+        if self.dim is not None and self.dim.symbolic and self._at_inputs(inputs) is not self:
+            return self._at_inputs(inputs).profile(*inputs)
         timings: list[tuple[Call, float]] = []
         self._start()
         try:
@@ -273,6 +308,9 @@ class Program:
 
     def _release(self) -> None:
         """Drop everything viewing the map: tensors, prepared calls, payloads, tables."""
+        for sized in self._sized.values():
+            if isinstance(sized, Program):
+                sized._release()
         self.closed = True
         self.calls, self.tensors, self.partitions, self.workspaces = [], [], [], {}
         self._input_views, self._output_views, self.arenas, self._sized = [], [], [], {}
@@ -480,9 +518,11 @@ def _dim_size(program: Program, inputs: Sequence[np.ndarray]) -> int:
     found = set(sizes.values())
     if len(found) != 1 or None in found or not d.min <= next(iter(found)) <= d.max:
         sizes_of = ", ".join(f"{name}: {size}" for name, size in sizes.items())
-        buckets = [p.dim.size for p in program._shared.entries[program.loaded.bundle.entry]]
-        raise InputError(f"dynamic dim {d.name} of method {program.loaded.bundle.entry}",
-                         f"one size in [{d.min}, {d.max}] (buckets {buckets})",
+        served = "a symbolic program" if d.symbolic else "buckets " + str(
+            [p.dim.size for p in program._shared.entries[program.loaded.bundle.entry]])
+        raise InputError(f"dynamic dim {d.name} of method "
+                         f"{program.loaded.bundle.entry or program.name}",
+                         f"one size in [{d.min}, {d.max}] ({served})",
                          sizes_of, "cut or split the input to the allowed range")
     return next(iter(found))
 

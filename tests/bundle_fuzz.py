@@ -14,9 +14,10 @@ Each case mutates BUNDLE and loads and runs the result on seeded random inputs. 
   hang       a case still running after HANG_SECONDS (a failure)
 ``bytes`` mutates the file (bit flips, overwrites, truncation, inserted and deleted bytes);
 ``fields`` rewrites one field of the decoded tables (a shape, stride, index, size, offset,
-step, dtype, kind, argument value; nodes swapped or dropped; in any method; state buffers and
-buckets) and re-packs it as a valid bundle, checksums recomputed, so only semantic validation
-stands in the way. Every method runs on each case, from a reset state.
+step, dtype, kind, argument value; nodes swapped or dropped; in any method; state buffers,
+buckets and size expressions) and re-packs it as a valid bundle, checksums recomputed, so only
+semantic validation stands in the way. Every method runs on each case, from a reset state (a
+symbolic method at its max and at its min).
 """
 
 from __future__ import annotations
@@ -248,6 +249,30 @@ def _bucket(b: Any, rng: random.Random) -> str:
     return f"method {k} dim {field}: {_show(old)} -> {_show(new)}"
 
 
+_EXPR_FIELDS = ("field", "index", "arg", "position", "coeffs")
+
+
+def _size_expr(b: Any, rng: random.Random) -> str:
+    """A field of a symbolic method's size expression rewritten, or its dim made a bucket's
+    (a bucket's rewrite when no method is symbolic)."""
+    programs = [b, *(b.methods or [])]
+    symbolic = [k for k, p in enumerate(programs) if p.dims and p.dims[0].symbolic]
+    if not symbolic:
+        return _bucket(b, rng)
+    k = rng.choice(symbolic)
+    d = programs[k].dims[0]
+    if not d.exprs or rng.random() < 0.05:
+        d.symbolic = False
+        return f"method {k} dim symbolic: True -> False"
+    j = rng.randrange(len(d.exprs))
+    field = rng.choice(_EXPR_FIELDS)
+    old = getattr(d.exprs[j], field)
+    new = (_ints(rng, [int(v) for v in old]) if field == "coeffs"
+           else _any_int(rng, int(old)) % (1 << 31))
+    setattr(d.exprs[j], field, new)
+    return f"method {k} size expr {j} {field}: {_show(old)} -> {_show(new)}"
+
+
 def _program(b: Any, rng: random.Random) -> Any:
     """The root program or one of the bundle's other methods (their tables share names)."""
     return rng.choice([b, *(b.methods or [])])
@@ -264,7 +289,7 @@ def _in_program(mutate: Callable[[Any, random.Random], str]
 
 FIELD_MUTATIONS: list[Callable[[Any, random.Random], str]] = [
     *(_in_program(m) for m in (_tensor, _tensor, _node, _node, _plan, _io, _quantization,
-                               _delegate)), _segment, _state, _bucket]
+                               _delegate)), _segment, _state, _bucket, _size_expr]
 
 
 def repacked(data: bytes, mutate: Callable[[Any], object]) -> bytes:
@@ -302,7 +327,10 @@ def _alarm(*_: object) -> None:
     raise _Hang
 
 
-def run_case(data: bytes, folder: Path, inputs: dict[str, list[np.ndarray]],
+Runs = list[tuple[str, list[np.ndarray]]]  # (method, its inputs), run in order
+
+
+def run_case(data: bytes, folder: Path, inputs: Runs,
              expected: list[np.ndarray]) -> tuple[Outcome, str]:
     """Load and run ``data``; the outcome and, for a crash, where it was raised."""
     path = folder / "case.nee"
@@ -328,13 +356,12 @@ def run_case(data: bytes, folder: Path, inputs: dict[str, list[np.ndarray]],
         signal.signal(signal.SIGALRM, previous)
 
 
-def _outputs(program: Program, inputs: dict[str, list[np.ndarray]],
-             fill: int = 0) -> list[np.ndarray]:
-    """The outputs (copied) of one run of every method from a reset state, each method's
-    arenas filled with byte ``fill`` first."""
+def _outputs(program: Program, inputs: Runs, fill: int = 0) -> list[np.ndarray]:
+    """The outputs (copied) of the runs from a reset state, each method's arenas filled with
+    byte ``fill`` first."""
     program.reset()
     outputs = []
-    for name, arrays in inputs.items():
+    for name, arrays in inputs:
         method = program.method(name)
         for arena in method.arenas:
             arena.view(np.uint8).fill(fill)
@@ -342,13 +369,24 @@ def _outputs(program: Program, inputs: dict[str, list[np.ndarray]],
     return outputs
 
 
-def method_inputs(program: Program, seed: int) -> dict[str, list[np.ndarray]]:
-    """Seeded inputs per method: normal floats, integers in {0, 1}."""
+def method_inputs(program: Program, seed: int) -> Runs:
+    """Seeded inputs per method (a symbolic method's at its max and min): normal floats,
+    integers in {0, 1}."""
     rng = np.random.default_rng(seed)
-    return {name: [rng.standard_normal(s.shape).astype(s.dtype) if np.dtype(s.dtype).kind == "f"
-                   else rng.integers(0, 2, s.shape).astype(s.dtype)
-                   for s in program.method(name).inputs]
-            for name in program.methods}
+    return [(name, [rng.standard_normal(shape).astype(s.dtype) if np.dtype(s.dtype).kind == "f"
+                    else rng.integers(0, 2, shape).astype(s.dtype)
+                    for s, shape in zip(program.method(name).inputs, shapes, strict=True)])
+            for name in program.methods for shapes in _sizes(program.method(name))]
+
+
+def _sizes(method: Program) -> list[list[tuple[int, ...]]]:
+    """The input shapes a method runs with: its own, and a symbolic method's at its min."""
+    shapes = [s.shape for s in method.inputs]
+    d = method.dim
+    if d is None or not d.symbolic:
+        return [shapes]
+    return [shapes, [tuple(d.min if i == axis else n for i, n in enumerate(shape))
+                     for shape, axis in zip(shapes, d.input_axes, strict=True)]]
 
 
 def _same(got: list[np.ndarray], want: list[np.ndarray]) -> bool:

@@ -9,6 +9,7 @@ from bundle_fuzz import fuzz
 
 from toolchain.export import export
 from toolchain.export.buckets import export_buckets, parse_dynamic
+from toolchain.export.symbolic import export_symbolic
 from toolchain.serialize.bundle import write_bundle
 
 
@@ -45,14 +46,19 @@ class _TinyDecoder(torch.nn.Module):
         return torch.softmax(scores, dim=-1) @ self.cache
 
 
-@pytest.fixture(scope="module")
-def decoder(tmp_path_factory):
-    """The tiny decoder with state, exported with buckets 1 and 4 of its token dim."""
-    dim = parse_dynamic("tokens:1=1..4", ["tokens", "start_pos"])
+def _decoder(tmp_path_factory, dims: str, how, *args):
+    """The tiny decoder with state, its token dim ``dims`` exported by ``how``."""
+    dim = parse_dynamic(f"tokens:1={dims}", ["tokens", "start_pos"])
     inputs = (torch.tensor([[1, 2]]), torch.tensor([0]))
     path = tmp_path_factory.mktemp("decoder") / "decoder.nee"
-    write_bundle(export_buckets(export, _TinyDecoder(), inputs, dim, [1, 4]), path)
+    write_bundle(how(export, _TinyDecoder(), inputs, dim, *args), path)
     return path
+
+
+@pytest.fixture(scope="module")
+def decoder(tmp_path_factory):
+    """The tiny decoder with buckets 1 and 4 of its token dim."""
+    return _decoder(tmp_path_factory, "1..4", export_buckets, [1, 4])
 
 
 def test_state_and_bucket_rewrites_are_refused_or_run_without_crashing(decoder):
@@ -64,4 +70,22 @@ def test_state_and_bucket_rewrites_are_refused_or_run_without_crashing(decoder):
 
 def test_byte_damage_of_a_bundle_with_state_and_methods_is_refused(decoder):
     counts = fuzz(decoder, 500, "bytes", seed=2)
+    assert set(counts) <= {"refused", "same"}, counts
+
+
+@pytest.fixture(scope="module")
+def symbolic_decoder(tmp_path_factory):
+    """The tiny decoder as one symbolic program for 1 to 8 tokens."""
+    return _decoder(tmp_path_factory, "1..8", export_symbolic)
+
+
+def test_size_expression_rewrites_are_refused_or_run_without_crashing(symbolic_decoder):
+    """Runs at the max and the min of the symbolic method on every case."""
+    counts = fuzz(symbolic_decoder, 1000, "fields", seed=7)
+    assert {k.split(":")[0] for k in counts} <= {"refused", "same", "changed"}, counts
+    assert counts["refused"] > 500
+
+
+def test_byte_damage_of_a_symbolic_bundle_is_refused(symbolic_decoder):
+    counts = fuzz(symbolic_decoder, 500, "bytes", seed=3)
     assert set(counts) <= {"refused", "same"}, counts

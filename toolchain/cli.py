@@ -88,6 +88,9 @@ class ByteSize(click.ParamType):
                                  "Default: the module's dynamic_shapes() (torch.export Dims).")
 @click.option("--buckets", help="Bucket sizes of the dynamic dim, DIM=32,64,128 (DIM its name "
                                 "or omitted). Default: powers of two up to the dim's max.")
+@click.option("--symbolic", is_flag=True,
+              help="One program for every size of the dynamic dim (planned at its max, shapes "
+                   "following the size) instead of buckets.")
 @click.option("--report", type=click.Path(dir_okay=False),
               help="Write a JSON report (arenas vs capacity and lower bound, bundle and weight "
                    "bytes, kernels, partitions, int8 SQNR, export time, gates), also on failure.")
@@ -99,7 +102,7 @@ def export_main(target: str, output: str, example_inputs: tuple[str, ...], board
                 planner: str, time_limit: float, name: str | None, quantize: str | None,
                 calibration: str | None, observer: str, rounding: str, fmt: str, npu: bool,
                 cpu_fallback: bool, bundle_io: bool, dynamic: str | None, buckets: str | None,
-                report: str | None, **limits: float | None) -> None:
+                symbolic: bool, report: str | None, **limits: float | None) -> None:
     """Export TARGET (``path/to/file.py:Model`` or ``package.module:factory``) to a bundle or
     a .tflite model.
 
@@ -112,13 +115,16 @@ def export_main(target: str, output: str, example_inputs: tuple[str, ...], board
         raise click.UsageError("--report, --bundle-io and the gates need --format nee")
     if limits["min_sqnr"] is not None and not quantize:
         raise click.UsageError("--min-sqnr gates an int8 export: add --quantize int8")
-    if (dynamic or buckets) and (fmt != "nee" or quantize):
-        raise click.UsageError("--dynamic and --buckets need --format nee and a float model")
+    if (dynamic or buckets or symbolic) and (fmt != "nee" or quantize):
+        raise click.UsageError("--dynamic, --buckets and --symbolic need --format nee and a "
+                               "float model")
+    if buckets and symbolic:
+        raise click.UsageError("--buckets and --symbolic exclude each other")
     start = time.perf_counter()
     try:
         result, size = _export(target, output, example_inputs, board, planner, time_limit, name,
                                quantize, calibration, observer, rounding, fmt, npu,
-                               cpu_fallback, bundle_io, dynamic, buckets)
+                               cpu_fallback, bundle_io, dynamic, buckets, symbolic)
     except NeeError as e:
         code = _exit_status(e)
         if report:
@@ -136,7 +142,7 @@ def _export(target: str, output: str, example_inputs: tuple[str, ...], board: st
             planner: str, time_limit: float, name: str | None, quantize: str | None,
             calibration: str | None, observer: str, rounding: str, fmt: str, npu: bool,
             cpu_fallback: bool, bundle_io: bool, dynamic: str | None = None,
-            buckets: str | None = None) -> tuple[Any, int]:
+            buckets: str | None = None, symbolic: bool = False) -> tuple[Any, int]:
     """Export and write; the result and the bytes written."""
     from toolchain.export import export
     from toolchain.serialize.bundle import write_bundle
@@ -155,10 +161,17 @@ def _export(target: str, output: str, example_inputs: tuple[str, ...], board: st
                    npu=npu and fmt == "nee", cpu_fallback=cpu_fallback, bundle_io=bundle_io)
     dim = _dynamic_dim(module, model, dynamic, fmt == "nee" and not quantize)
     if dim is None:
-        if buckets:
-            raise ExportError("--buckets", "a dynamic dim", "none", "add --dynamic "
-                              "INPUT:AXIS=MIN..MAX or a dynamic_shapes() to the module")
+        if buckets or symbolic:
+            raise ExportError("--buckets" if buckets else "--symbolic", "a dynamic dim", "none",
+                              "add --dynamic INPUT:AXIS=MIN..MAX or a dynamic_shapes() to the "
+                              "module")
         result = export(model, inputs, **options)
+    elif symbolic:
+        from toolchain.export.symbolic import export_symbolic, sample_sizes
+
+        click.echo(f"dim {dim.name} in [{dim.min}, {dim.max}]: one symbolic program, fitted at "
+                   f"sizes {sample_sizes(dim)}", err=True)
+        result = export_symbolic(export, model, inputs, dim, **options)
     else:
         from toolchain.export.buckets import export_buckets
 

@@ -38,16 +38,18 @@ def describe(loaded: LoadedBundle, *, buffers: bool = False) -> str:
 
 
 def _methods(loaded: LoadedBundle, methods: list[LoadedBundle]) -> list[str]:
-    """The methods with their arenas, and the state, when there is more than one method or
-    any state."""
+    """The methods with their arenas and dims, and the state, when there is more than one
+    method, a dynamic dim or any state."""
     state = loaded.bundle.state or []
-    if len(methods) == 1 and not state:
+    if len(methods) == 1 and not state and not loaded.bundle.dims:
         return []
     lines = [f"methods ({len(methods)}; one arena per tier shared, as large as the largest):"]
     for m in methods:
         arenas = ", ".join(f"{a.tier} {a.size} B" for a in (m.bundle.plan.arenas or []))
         bucket = Bucket.of(m.bundle)
-        where = f" ({bucket.name} in [{_served(methods, m) + 1}, {bucket.size}])" if bucket else ""
+        where = f" ({bucket.name} in [{_served(methods, m) + 1}, {bucket.size}]" + (
+            f", symbolic: {len(m.bundle.dims[0].exprs or [])} size expressions)"
+            if bucket.symbolic else ")") if bucket else ""
         lines.append(f"  {m.method_name}{where}: {len(m.bundle.nodes or [])} calls, "
                      f"arenas {arenas or 'none'}")
     shared = ", ".join(f"{tier} {size} B" for tier, size in shared_arenas(methods).items())
@@ -62,8 +64,8 @@ def _methods(loaded: LoadedBundle, methods: list[LoadedBundle]) -> list[str]:
 def _served(methods: list[LoadedBundle], m: LoadedBundle) -> int:
     """The largest size below ``m``'s bucket that a smaller bucket of its entry serves."""
     mine = Bucket.of(m.bundle)
-    smaller = [Bucket.of(o.bundle).size for o in methods
-               if o.bundle.dims and o.bundle.entry == m.bundle.entry]
+    smaller = [Bucket.of(o.bundle).size for o in methods if o.bundle.dims
+               and o.bundle.entry == m.bundle.entry and not mine.symbolic]
     return max((size for size in smaller if size < mine.size), default=mine.min - 1)
 
 

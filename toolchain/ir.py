@@ -135,6 +135,9 @@ class Graph:
     output_names: list[str] = field(default_factory=list)
     ensured: set[str] = field(default_factory=set)
     scratch_budget: int | None = None  # max workspace bytes per kernel call (board recipe)
+    # Values computed at run time even from constants alone (they follow a dynamic dim of a
+    # symbolic export): fold_constants leaves the calls writing them in the program.
+    run_time: frozenset[str] = frozenset()
     int8_rounding: str = "double"  # int8 requantization (toolchain.quantize.options.ROUNDINGS)
     npu: Any = None  # the board's toolchain.boards.Npu: passes/delegate_npu.py partitions for it
     delegates: list[Delegate] = field(default_factory=list)  # nee::delegate_call's "delegate"

@@ -110,8 +110,40 @@ class DynamicDim(object):
         o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
         return o == 0
 
+    # DynamicDim
+    def Symbolic(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(16))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
+    # DynamicDim
+    def Exprs(self, j):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        if o != 0:
+            x = self._tab.Vector(o)
+            x += flatbuffers.number_types.UOffsetTFlags.py_type(j) * 4
+            x = self._tab.Indirect(x)
+            from runtime_py.fbs.SizeExpr import SizeExpr
+            obj = SizeExpr()
+            obj.Init(self._tab.Bytes, x)
+            return obj
+        return None
+
+    # DynamicDim
+    def ExprsLength(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        if o != 0:
+            return self._tab.VectorLen(o)
+        return 0
+
+    # DynamicDim
+    def ExprsIsNone(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(18))
+        return o == 0
+
 def DynamicDimStart(builder):
-    builder.StartObject(6)
+    builder.StartObject(8)
 
 def Start(builder):
     DynamicDimStart(builder)
@@ -164,12 +196,31 @@ def DynamicDimStartOutputAxesVector(builder, numElems):
 def StartOutputAxesVector(builder, numElems):
     return DynamicDimStartOutputAxesVector(builder, numElems)
 
+def DynamicDimAddSymbolic(builder, symbolic):
+    builder.PrependBoolSlot(6, symbolic, 0)
+
+def AddSymbolic(builder, symbolic):
+    DynamicDimAddSymbolic(builder, symbolic)
+
+def DynamicDimAddExprs(builder, exprs):
+    builder.PrependUOffsetTRelativeSlot(7, flatbuffers.number_types.UOffsetTFlags.py_type(exprs), 0)
+
+def AddExprs(builder, exprs):
+    DynamicDimAddExprs(builder, exprs)
+
+def DynamicDimStartExprsVector(builder, numElems):
+    return builder.StartVector(4, numElems, 4)
+
+def StartExprsVector(builder, numElems):
+    return DynamicDimStartExprsVector(builder, numElems)
+
 def DynamicDimEnd(builder):
     return builder.EndObject()
 
 def End(builder):
     return DynamicDimEnd(builder)
 
+import runtime_py.fbs.SizeExpr
 try:
     from typing import List
 except:
@@ -186,6 +237,8 @@ class DynamicDimT(object):
         size = 0,
         inputAxes = None,
         outputAxes = None,
+        symbolic = False,
+        exprs = None,
     ):
         self.name = name  # type: Optional[str]
         self.min = min  # type: int
@@ -193,6 +246,8 @@ class DynamicDimT(object):
         self.size = size  # type: int
         self.inputAxes = inputAxes  # type: Optional[List[int]]
         self.outputAxes = outputAxes  # type: Optional[List[int]]
+        self.symbolic = symbolic  # type: bool
+        self.exprs = exprs  # type: Optional[List[runtime_py.fbs.SizeExpr.SizeExprT]]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -235,6 +290,15 @@ class DynamicDimT(object):
                     self.outputAxes.append(dynamicDim.OutputAxes(i))
             else:
                 self.outputAxes = dynamicDim.OutputAxesAsNumpy()
+        self.symbolic = dynamicDim.Symbolic()
+        if not dynamicDim.ExprsIsNone():
+            self.exprs = []
+            for i in range(dynamicDim.ExprsLength()):
+                if dynamicDim.Exprs(i) is None:
+                    self.exprs.append(None)
+                else:
+                    sizeExpr_ = runtime_py.fbs.SizeExpr.SizeExprT.InitFromObj(dynamicDim.Exprs(i))
+                    self.exprs.append(sizeExpr_)
 
     # DynamicDimT
     def Pack(self, builder):
@@ -256,6 +320,14 @@ class DynamicDimT(object):
                 for i in reversed(range(len(self.outputAxes))):
                     builder.PrependInt32(self.outputAxes[i])
                 outputAxes = builder.EndVector()
+        if self.exprs is not None:
+            exprslist = []
+            for i in range(len(self.exprs)):
+                exprslist.append(self.exprs[i].Pack(builder))
+            DynamicDimStartExprsVector(builder, len(self.exprs))
+            for i in reversed(range(len(self.exprs))):
+                builder.PrependUOffsetTRelative(exprslist[i])
+            exprs = builder.EndVector()
         DynamicDimStart(builder)
         if self.name is not None:
             DynamicDimAddName(builder, name)
@@ -266,5 +338,8 @@ class DynamicDimT(object):
             DynamicDimAddInputAxes(builder, inputAxes)
         if self.outputAxes is not None:
             DynamicDimAddOutputAxes(builder, outputAxes)
+        DynamicDimAddSymbolic(builder, self.symbolic)
+        if self.exprs is not None:
+            DynamicDimAddExprs(builder, exprs)
         dynamicDim = DynamicDimEnd(builder)
         return dynamicDim

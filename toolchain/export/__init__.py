@@ -39,12 +39,15 @@ def export(
     npu: bool = True,
     cpu_fallback: bool = True,
     bundle_io: bool = False,
+    run_time: frozenset[str] = frozenset(),
 ) -> ExportResult:
     """Export ``model`` traced with ``example_inputs`` into a plan-complete program; with
     ``quantize``, calibrated and converted to int8 first, and its accuracy measured. With a
     board that has an NPU (and ``npu``), the calls it takes are compiled into delegated
     partitions; ``cpu_fallback`` lets a runtime without that backend run them on its CPU.
-    ``bundle_io`` stores the example inputs and the model's outputs for ``nee-run --verify``."""
+    ``bundle_io`` stores the example inputs and the model's outputs for ``nee-run --verify``;
+    the calls writing the ``run_time`` values are not folded into constants (see
+    toolchain.export.symbolic)."""
     say = _stage_timer(progress)
     traced = model
     if quantize is not None:
@@ -55,6 +58,7 @@ def export(
     program = export_program(traced, example_inputs)
     graph = to_graph(program, output_names(model, program.call_spec.out_spec))
     graph.scratch_budget = board.scratch_limit if board else None
+    graph.run_time = run_time
     graph.npu = board.npu if board and npu else None
     graph.int8_rounding = quantize.rounding if quantize else graph.int8_rounding
     say(f"captured {len(graph.nodes)} core ATen calls")

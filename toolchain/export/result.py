@@ -40,7 +40,8 @@ class ExportResult:
     vectors: tuple[BundledVector, ...] = ()  # stored for ``nee-run --verify``
     method: str = "forward"  # this program's method name
     entry: str = ""  # the entry point a bucketed method specialises
-    dim: Bucket | None = None  # its bucket
+    dim: Bucket | None = None  # its bucket (or symbolic dim)
+    exprs: tuple[Any, ...] = ()  # a symbolic method's toolchain.export.symbolic.SizeExpr
     methods: tuple[ExportResult, ...] = ()  # the bundle's other methods
     buffer_index: dict[str, int] = field(init=False)
 

@@ -3,15 +3,16 @@
 Rewrites: a node reading only constants (weights, folded values, or nothing, like ``full``) is
     run once with the runtime's own numpy kernel and its outputs become constants (one whose
     elements are all equal, like a mask made with ``full``, is stored as one element broadcast
-    by zero strides, so it costs nothing in the bundle); a
+    by zero strides, so it costs nothing in the bundle), unless one of them is in
+    ``graph.run_time`` (a value following a symbolic dim, like ``arange(L)``); a
     non-contiguous view of a constant (a weight ``permute``/``transpose``) becomes a contiguous
     constant of its own, so kernels read weights in the layout they use. Broadcast views (a zero
     stride) stay views: materialising them would only grow the bundle; so do views of a
     constant that is also read in its own layout (tied weights: an embedding table that is also
     the transposed LM head), which the bundle then holds once.
 Requires: "out_variant" (kernels are looked up by out-variant name).
-Ensures: "consts_folded": no node has only constant inputs; constant views are contiguous or
-    broadcasts.
+Ensures: "consts_folded": no node but those writing ``run_time`` values has only constant
+    inputs; constant views are contiguous or broadcasts.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ def fold_constants(graph: Graph) -> Graph:
     """Apply the rewrite described in the module docstring."""
     kept = []
     for node in graph.nodes:
-        if node.op in KERNELS and all(graph.is_const(n) for n in node_inputs(node)):
+        if (node.op in KERNELS and all(graph.is_const(n) for n in node_inputs(node))
+                and graph.run_time.isdisjoint(node.outputs)):
             _evaluate(graph, node)
         else:
             kept.append(node)

@@ -14,7 +14,6 @@ from typing import Any, BinaryIO
 import flatbuffers
 import numpy as np
 
-from runtime_py.buckets import Bucket
 from runtime_py.fbs.Accuracy import AccuracyT
 from runtime_py.fbs.Arena import ArenaT
 from runtime_py.fbs.Arg import ArgT
@@ -32,6 +31,8 @@ from runtime_py.fbs.Node import NodeT
 from runtime_py.fbs.Payload import PayloadT
 from runtime_py.fbs.Quantization import QuantizationT
 from runtime_py.fbs.Segment import SegmentT
+from runtime_py.fbs.SizeExpr import SizeExprT
+from runtime_py.fbs.SizeField import SizeField
 from runtime_py.fbs.StateBuffer import StateBufferT
 from runtime_py.fbs.StorageKind import StorageKind
 from runtime_py.fbs.Tensor import TensorT
@@ -181,7 +182,7 @@ def _program(result: ExportResult, segments: _Segments, state: dict[str, int]
                for v in result.vectors]
     return {
         "methodName": result.method, "entry": result.entry or None,
-        "dims": [_dim(result.dim)] if result.dim else None,
+        "dims": [_dim(result, index)] if result.dim else None,
         "tensors": [_tensor(graph, graph.tensors[n], storage, index) for n in names],
         "inputs": [index[n] for n in graph.inputs],
         "outputs": [index[n] for n in graph.outputs],
@@ -203,9 +204,25 @@ class _Storage:
     state: dict[str, int]  # state tensor -> state buffer index
 
 
-def _dim(dim: Bucket) -> DynamicDimT:
+def _dim(result: ExportResult, index: dict[str, int]) -> DynamicDimT:
+    dim = result.dim
     return DynamicDimT(name=dim.name, min=dim.min, max=dim.max, size=dim.size,
-                       inputAxes=list(dim.input_axes), outputAxes=list(dim.output_axes))
+                       inputAxes=list(dim.input_axes), outputAxes=list(dim.output_axes),
+                       symbolic=dim.symbolic,
+                       exprs=[_size_expr(result.graph, e, index) for e in result.exprs
+                              if e.field == "arg" or e.target in index] or None)
+
+
+_SIZE_FIELDS = {"shape": SizeField.Shape, "stride": SizeField.Stride,
+                "offset": SizeField.ByteOffset, "arg": SizeField.ArgInt}
+
+
+def _size_expr(graph: Graph, e: Any, index: dict[str, int]) -> SizeExprT:
+    """A SizeExpr table of a toolchain.export.symbolic.SizeExpr (tensors and args by index)."""
+    tensor = e.field != "arg"
+    return SizeExprT(field=_SIZE_FIELDS[e.field], index=index[e.target] if tensor else e.target,
+                     arg=0 if tensor else list(graph.nodes[e.target].args).index(e.arg),
+                     position=e.position, coeffs=list(e.coeffs))
 
 
 def _vector(v: BundledVector, segments: list[int]) -> TestVectorT:
