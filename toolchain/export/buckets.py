@@ -105,20 +105,20 @@ def export_buckets(export: Exporter, model: torch.nn.Module, example_inputs: tup
     if not sizes or sizes[0] < dim.min or sizes[-1] > dim.max:
         raise ExportError(f"buckets {sizes} of dim {dim.name}", f"sizes in [{dim.min}, "
                           f"{dim.max}]", str(sizes), "choose bucket sizes the dim allows")
-    state = _buffers(model)
+    state = snapshot_buffers(model)
     axes = _output_axes(model, example_inputs, dim, [dim.min, *sizes], state)
     results, served = [], dim.min
     for size in sizes:
         if served < size:
             _check_padding(model, example_inputs, dim, served, size, axes, state)
-        _restore(model, state)
+        restore_buffers(model, state)
         result = export(model, resized(example_inputs, dim, size), **options)
         bucket = Bucket(dim.name, dim.min, sizes[-1], size,
                            tuple(dim.axis(i) for i in range(len(example_inputs))), axes)
         results.append(dataclasses.replace(result, method=f"{entry}[{dim.name}={size}]",
                                            entry=entry, dim=bucket))
         served = size + 1
-    _restore(model, state)
+    restore_buffers(model, state)
     return dataclasses.replace(results[0], methods=tuple(results[1:]))
 
 
@@ -142,20 +142,22 @@ def _padded(inputs: tuple[Any, ...], dim: DynamicDim, size: int) -> tuple[Any, .
     return tuple(out)
 
 
-def _buffers(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+def snapshot_buffers(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Copies of the model's buffers (its state before an export runs it)."""
     return {name: b.detach().clone() for name, b in model.named_buffers()}
 
 
-def _restore(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
+def restore_buffers(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
+    """Put the buffers back as ``snapshot_buffers`` found them."""
     with torch.no_grad():
         for name, b in model.named_buffers():
             b.copy_(state[name])
 
 
-def _eager(model: torch.nn.Module, inputs: tuple[Any, ...],
-           state: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+def eager_outputs(model: torch.nn.Module, inputs: tuple[Any, ...],
+                  state: dict[str, torch.Tensor]) -> list[torch.Tensor]:
     """The model's tensor outputs on ``inputs``, from its initial buffers."""
-    _restore(model, state)
+    restore_buffers(model, state)
     with torch.no_grad():
         return [x for x in _pytree.tree_leaves(model(*inputs)) if isinstance(x, torch.Tensor)]
 
@@ -165,10 +167,10 @@ def _output_axes(model: torch.nn.Module, example_inputs: tuple[Any, ...], dim: D
     """Per output, the axis whose size follows the dim (-1: none), from eager runs at two
     sizes; with a single size, no output is ever cut."""
     a, b = sorted(set(sizes))[:2] if len(set(sizes)) > 1 else (sizes[0], None)
-    small = _eager(model, resized(example_inputs, dim, a), state)
+    small = eager_outputs(model, resized(example_inputs, dim, a), state)
     if b is None:
         return tuple(-1 for _ in small)
-    large = _eager(model, resized(example_inputs, dim, b), state)
+    large = eager_outputs(model, resized(example_inputs, dim, b), state)
     return tuple(_axis(k, x.shape, y.shape, a, b) for k, (x, y) in enumerate(zip(
         small, large, strict=True)))
 
@@ -191,8 +193,8 @@ def _check_padding(model: torch.nn.Module, example_inputs: tuple[Any, ...], dim:
                    state: dict[str, torch.Tensor]) -> None:
     """The outputs at ``size`` equal those of the inputs zero-padded to ``bucket``, cut."""
     inputs = resized(example_inputs, dim, size)
-    want = _eager(model, inputs, state)
-    got = _eager(model, _padded(inputs, dim, bucket), state)
+    want = eager_outputs(model, inputs, state)
+    got = eager_outputs(model, _padded(inputs, dim, bucket), state)
     for k, (w, g, axis) in enumerate(zip(want, got, axes, strict=True)):
         cut = g.narrow(axis, 0, size) if axis >= 0 else g
         scale = float(w.abs().max()) if w.numel() and w.is_floating_point() else 1.0
@@ -213,10 +215,10 @@ def export_methods(export: Exporter, model: torch.nn.Module,
     buffers: the first method's result holds the others."""
     if not methods:
         raise ExportError("methods", "at least one name -> example inputs", "none", "")
-    state = _buffers(model)
+    state = snapshot_buffers(model)
     results = []
     for name, inputs in methods.items():
-        _restore(model, state)
+        restore_buffers(model, state)
         results.append(dataclasses.replace(export(model, inputs, **options), method=name))
-    _restore(model, state)
+    restore_buffers(model, state)
     return dataclasses.replace(results[0], methods=tuple(results[1:]))

@@ -27,10 +27,10 @@ from toolchain.errors import UnsupportedModelError
 from toolchain.export.buckets import (
     DynamicDim,
     Exporter,
-    _buffers,
-    _eager,
-    _restore,
+    eager_outputs,
     resized,
+    restore_buffers,
+    snapshot_buffers,
 )
 from toolchain.export.result import ExportResult
 from toolchain.ir import Graph
@@ -69,11 +69,11 @@ def export_symbolic(export: Exporter, model: torch.nn.Module, example_inputs: tu
                     dim: DynamicDim, **options: Any) -> ExportResult:
     """Export ``model`` once for every size of ``dim`` (see the module docstring) with
     ``export`` (toolchain.export.export and its options)."""
-    state = _buffers(model)
+    state = snapshot_buffers(model)
     sizes = sample_sizes(dim)
 
     def at(size: int, run_time: frozenset[str] = frozenset()) -> ExportResult:
-        _restore(model, state)
+        restore_buffers(model, state)
         return export(model, resized(example_inputs, dim, size), run_time=run_time, **options)
 
     results = {size: at(size) for size in sizes[:2]}
@@ -81,7 +81,7 @@ def export_symbolic(export: Exporter, model: torch.nn.Module, example_inputs: tu
     if run_time:
         results = {}
     results.update({size: at(size, run_time) for size in sizes if size not in results})
-    _restore(model, state)
+    restore_buffers(model, state)
     exprs = size_exprs({size: r.graph for size, r in results.items()})
     graph = results[dim.max].graph
     follows = {(e.target, e.position) for e in exprs if e.field == "shape" and e.coeffs == (0, 1)}
@@ -262,11 +262,11 @@ def _check_unsampled(model: torch.nn.Module, example_inputs: tuple[Any, ...], di
         with Program.load(Path(folder) / "symbolic.nee") as program:
             for size in (s for s in sizes if dim.min <= s <= dim.max):
                 inputs = resized(example_inputs, dim, size)
-                want = _eager(model, inputs, state)
+                want = eager_outputs(model, inputs, state)
                 program.reset()
                 got = program.run(*(x.numpy() for x in inputs))
                 _compare(dim, size, want, got)
-    _restore(model, state)
+    restore_buffers(model, state)
 
 
 def _compare(dim: DynamicDim, size: int, want: list[torch.Tensor], got: list[np.ndarray]) -> None:
