@@ -3,13 +3,14 @@
 Usage: python bench/latency.py [--models a,b | --tier] [--runs N] [--profile] [--executorch]
 ``--tier`` times the real-model tier (tests/models/tier.py: HF transformers models and the
 in-project CNNs; the target there is NEE/torch <= 1.0 on each). Each thread count runs in a
-fresh subprocess (BLAS/OpenMP thread pools are fixed at start-up), with NEE and torch eager
-measured in that same process on the same inputs, run for run alternately. Prints the median of
-the per-pair ratios NEE / torch and their quartiles (lower is better; the target is <= 1.5 on
-mobilenet_v2, resnet18 and transformer) and, with --profile, the per-op breakdown of the slowest
-model. With --executorch (needs ``pip install executorch==1.5.1``) the
-peer runtime is timed too: its portable CPU kernels (the same role as NEE's numpy kernels) and
-its XNNPACK delegate.
+fresh subprocess (BLAS/OpenMP thread pools are fixed at start-up; NEE is loaded with
+``threads=N``, its thread policy: at 2 it falls back to 1 thread while that is faster, see
+runtime_py/threads.py), with NEE and torch eager measured in that same process on the same
+inputs, run for run alternately. Prints the median of the per-pair ratios NEE / torch and their
+quartiles (lower is better; the target is <= 1.5 on mobilenet_v2, resnet18 and transformer)
+and, with --profile, the per-op breakdown of the slowest model. With --executorch (needs ``pip
+install executorch==1.5.1``) the peer runtime is timed too: its portable CPU kernels (the same
+role as NEE's numpy kernels) and its XNNPACK delegate.
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ def measure(models: list[str], runs: int, threads: int, peer: bool) -> list[dict
         for name in models:
             model, inputs = tier.build(name)
             write_bundle(export(model, inputs, name=name), Path(tmp) / f"{name}.nee")
-            program = Program.load(Path(tmp) / f"{name}.nee")
+            program = Program.load(Path(tmp) / f"{name}.nee", threads=threads)
             arrays = [t.numpy() for t in inputs]
             with torch.no_grad():
                 torch_ms, nee_ms, ratios = _paired_ms(lambda m=model, i=inputs: m(*i),

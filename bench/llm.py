@@ -408,7 +408,8 @@ def main() -> int:
     print(f"examples/llama.py, {args.threads} thread(s), torch {torch.__version__}")
     with tempfile.TemporaryDirectory() as tmp:
         bundles = export_bundles(mod, model, buckets, Path(tmp), not args.no_symbolic)
-        programs = {name: Program.load(path) for name, (path, _) in bundles.items()}
+        programs = {name: Program.load(path, threads=args.threads)
+                    for name, (path, _) in bundles.items()}
         for name, (path, seconds) in bundles.items():
             what = f"buckets {buckets}" if name == "bucketed" else f"seq in [1, {MAX_SEQ}]"
             print(f"export {name}: {seconds:.1f} s for {what} ({path.stat().st_size / 2**20:.1f}"

@@ -60,15 +60,18 @@ def _in_existing_folder(ctx: click.Context, param: click.Parameter,
                                                "token ids, e.g. 1,2,3.")
 @click.option("--max-new-tokens", default=32, show_default=True, type=click.IntRange(min=1),
               help="Tokens to generate with --generate.")
+@click.option("--threads", type=click.IntRange(min=1),
+              help="BLAS threads at most (default: the board recipe's, else 1); with more than "
+                   "1 a run falls back to 1 thread while that is faster.")
 def main(bundle: str, inputs: tuple[str, ...], random_inputs: bool, output: str | None,
          profile: bool, repeat: int, no_segment_check: bool, verify: bool, method: str | None,
-         prompt_ids: str | None, max_new_tokens: int) -> None:
+         prompt_ids: str | None, max_new_tokens: int, threads: int | None) -> None:
     """Run BUNDLE with numpy kernels and print its outputs."""
     if prompt_ids is not None:
         if inputs or random_inputs or output or profile or verify:
             raise click.UsageError("--generate makes its own inputs: give no --input, "
                                    "--random, --output, --profile or --verify")
-        _generate(bundle, prompt_ids, max_new_tokens, method, no_segment_check)
+        _generate(bundle, prompt_ids, max_new_tokens, method, no_segment_check, threads)
         return
     if verify:
         if inputs or random_inputs or output or profile:
@@ -77,7 +80,7 @@ def main(bundle: str, inputs: tuple[str, ...], random_inputs: bool, output: str 
         _verify(bundle, no_segment_check)
         return
     try:
-        program = Program.load(bundle, verify_segments=not no_segment_check)
+        program = Program.load(bundle, verify_segments=not no_segment_check, threads=threads)
         program = program.method(method) if method else program
         arrays = _random(program) if random_inputs else _read_inputs(inputs, program)
         outputs = [o.copy() for o in program.run(*arrays)]  # also warms kernel caches up
@@ -103,7 +106,7 @@ def main(bundle: str, inputs: tuple[str, ...], random_inputs: bool, output: str 
 
 
 def _generate(bundle: str, prompt: str, max_new_tokens: int, method: str | None,
-              no_segment_check: bool) -> None:
+              no_segment_check: bool, threads: int | None) -> None:
     """Stream generated token ids, then the prefill time and decode speed."""
     try:
         ids = [int(x) for x in prompt.split(",")]
@@ -112,7 +115,8 @@ def _generate(bundle: str, prompt: str, max_new_tokens: int, method: str | None,
                                  param_hint="--generate") from e
     stats = GenerationStats()
     try:
-        with Program.load(bundle, verify_segments=not no_segment_check) as program:
+        with Program.load(bundle, verify_segments=not no_segment_check,
+                          threads=threads) as program:
             program = program.method(method) if method else program
             for token in generate(program, ids, max_new_tokens, stats):
                 click.echo(token, nl=False)

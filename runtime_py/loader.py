@@ -43,6 +43,7 @@ from runtime_py.kernels import KERNELS
 from runtime_py.symbolic import at_size, expr_problems, is_symbolic
 
 DEFAULT_METHOD = "forward"  # the root program's method name when the bundle gives none
+MAX_THREADS = 256  # BLAS threads a bundle may ask for
 # A method's own program fields, which a Method table holds under the Bundle's names.
 _METHOD_FIELDS = ("methodName", "entry", "dims", "tensors", "inputs", "outputs", "nodes", "plan",
                   "outputNames", "delegates", "testVectors")
@@ -174,6 +175,8 @@ def _validate(b: LoadedBundle, check_kernels: bool, verify_segments: bool,
         raise BundleError(b.path, f"schema version {SCHEMA_VERSION}",
                           f"version {bundle.schemaVersion}",
                           "export the model with a toolchain matching this runtime")
+    if bundle.threads > MAX_THREADS:
+        raise _fail(b, "threads", f"at most {MAX_THREADS} BLAS threads", str(bundle.threads))
     _check_segments(b)
     if verify_segments:
         _check_segment_crcs(b)

@@ -37,6 +37,7 @@ from runtime_py.loader import (
     shared_arenas,
     state_bytes,
 )
+from runtime_py.threads import Fixed, Governor, policy, set_blas_threads
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ class Program:
     ``Program.load(path)``."""
 
     def __init__(self, loaded: LoadedBundle, backends: dict[str, Backend] | None = None, *,
-                 shared: _Shared | None = None) -> None:
+                 shared: _Shared | None = None, threads: int | None = None) -> None:
         self.loaded: LoadedBundle | None = loaded  # None once closed
         self.path = loaded.path
         bundle = loaded.bundle
@@ -122,7 +123,8 @@ class Program:
         self._numpy = contextvars.copy_context()
         self._numpy.run(configure_numpy)
         self.calls = self._numpy.run(lambda: [self._bind(node) for node in bundle.nodes or []])
-        self._run_all = functools.partial(self._numpy.run, self._execute)
+        # BLAS threads: the caller's, else the board recipe's (in the bundle), else 1
+        self.thread_policy: Fixed | Governor = policy(threads or bundle.threads or 1)
         self._busy = shared.busy
         self.closed = False
         self.dim = Bucket.of(bundle)  # the bucket's (or symbolic method's) dynamic dim, if any
@@ -130,19 +132,25 @@ class Program:
         # method's program at that size.
         self._sized: dict[int, _Sized | Program] = {}
         if methods:
-            for program in [self, *(Program(m, backends, shared=shared) for m in methods[1:])]:
+            for program in [self, *(Program(m, backends, shared=shared, threads=threads)
+                                    for m in methods[1:])]:
                 shared.add(program)
             shared.reset()
 
     @classmethod
     def load(cls, path: str | Path, backends: dict[str, Backend] | None = None, *,
-             verify_segments: bool = True, max_arena_bytes: int | None = None) -> Program:
+             verify_segments: bool = True, max_arena_bytes: int | None = None,
+             threads: int | None = None) -> Program:
         """Map, validate and prepare a bundle for running; ``backends`` add to or replace
         ``runtime_py.backends.BACKENDS`` by name (e.g. an Ethos-U with a device driver);
         ``verify_segments=False`` skips the weights' CRC-32s and ``max_arena_bytes`` bounds
-        the arenas (see ``load_bundle``)."""
+        the arenas (see ``load_bundle``); ``threads`` caps the BLAS threads of a run (default:
+        the board recipe's, else 1; with more than 1 the runtime falls back to 1 while that
+        runs faster, see ``runtime_py.threads``)."""
+        if threads is not None and threads < 1:
+            raise InputError("threads", "at least 1", str(threads), "pass threads=1 or more")
         return cls(load_bundle(path, verify_segments=verify_segments,
-                               max_arena_bytes=max_arena_bytes), backends)
+                               max_arena_bytes=max_arena_bytes), backends, threads=threads)
 
     @property
     def arena_bytes(self) -> int:
@@ -249,7 +257,8 @@ class Program:
 
     def _at(self, size: int) -> Program:
         """The symbolic method's program at ``size``: validated, prepared, kept."""
-        program = Program(self.loaded.at_size(size), self.backends, shared=self._shared)
+        program = Program(self.loaded.at_size(size), self.backends, shared=self._shared,
+                          threads=self.thread_policy.most)
         return self._sized.setdefault(size, program)
 
     def _value_error(self, error: Exception) -> InputError:
@@ -273,6 +282,7 @@ class Program:
         timings: list[tuple[Call, float]] = []
         self._start()
         try:
+            set_blas_threads(self.thread_policy.most)
             self.set_inputs(inputs)
             self._numpy.run(self._execute, timings)
         finally:
@@ -321,6 +331,14 @@ class Program:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def _run_all(self) -> None:
+        """Every kernel, with the BLAS threads the thread policy picks, timed for it."""
+        threads = self.thread_policy.threads()
+        set_blas_threads(threads)
+        start = time.perf_counter()
+        self._numpy.run(self._execute)
+        self.thread_policy.record(threads, time.perf_counter() - start)
 
     def _execute(self, timings: list[tuple[Call, float]] | None = None) -> None:
         """Call every kernel in order; with ``timings``, append each call's duration to it."""

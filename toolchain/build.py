@@ -189,7 +189,7 @@ name = "{name}"
 version = "{__version__}"
 description = "NEE's runtime{f' for board {board.name}' if board else ''}"
 requires-python = ">=3.11"
-dependencies = ["numpy>=2.1", "flatbuffers==25.12.19", "click>=8.1"]
+dependencies = ["numpy>=2.1", "flatbuffers==25.12.19", "click>=8.1", "threadpoolctl>=3.5"]
 
 [project.scripts]
 nee-run = "runtime_py.cli:main"

@@ -405,8 +405,15 @@ class Bundle(object):
         o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(42))
         return o == 0
 
+    # Bundle
+    def Threads(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(44))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Uint32Flags, o + self._tab.Pos)
+        return 0
+
 def BundleStart(builder):
-    builder.StartObject(20)
+    builder.StartObject(21)
 
 def Start(builder):
     BundleStart(builder)
@@ -609,6 +616,12 @@ def BundleStartStateVector(builder, numElems):
 def StartStateVector(builder, numElems):
     return BundleStartStateVector(builder, numElems)
 
+def BundleAddThreads(builder, threads):
+    builder.PrependUint32Slot(20, threads, 0)
+
+def AddThreads(builder, threads):
+    BundleAddThreads(builder, threads)
+
 def BundleEnd(builder):
     return builder.EndObject()
 
@@ -656,6 +669,7 @@ class BundleT(object):
         dims = None,
         methods = None,
         state = None,
+        threads = 0,
     ):
         self.schemaVersion = schemaVersion  # type: int
         self.producer = producer  # type: Optional[str]
@@ -677,6 +691,7 @@ class BundleT(object):
         self.dims = dims  # type: Optional[List[runtime_py.fbs.DynamicDim.DynamicDimT]]
         self.methods = methods  # type: Optional[List[runtime_py.fbs.Method.MethodT]]
         self.state = state  # type: Optional[List[runtime_py.fbs.StateBuffer.StateBufferT]]
+        self.threads = threads  # type: int
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -815,6 +830,7 @@ class BundleT(object):
                 else:
                     stateBuffer_ = runtime_py.fbs.StateBuffer.StateBufferT.InitFromObj(bundle.State(i))
                     self.state.append(stateBuffer_)
+        self.threads = bundle.Threads()
 
     # BundleT
     def Pack(self, builder):
@@ -974,5 +990,6 @@ class BundleT(object):
             BundleAddMethods(builder, methods)
         if self.state is not None:
             BundleAddState(builder, state)
+        BundleAddThreads(builder, self.threads)
         bundle = BundleEnd(builder)
         return bundle

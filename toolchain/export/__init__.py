@@ -81,7 +81,8 @@ def export(
         _check_weights(graph.weight_bytes(), board, plan)
     producer = f"nee {__version__} (torch {torch.__version__})"
     result = ExportResult(graph, requests, plan, kernel_list(graph), name, producer,
-                          board.name if board else "", board.tiers if board else ())
+                          board.name if board else "", (board.threads or 0) if board else 0,
+                          board.tiers if board else ())
     if quantize is not None:
         from toolchain.quantize.accuracy import measure
 

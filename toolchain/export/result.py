@@ -35,6 +35,7 @@ class ExportResult:
     model_name: str
     producer: str
     board: str = ""
+    threads: int = 0  # the board recipe's threads for the runtime (0: none given)
     tiers: tuple[Tier, ...] = ()
     accuracy: tuple[Any, ...] = ()  # toolchain.quantize.accuracy.OutputAccuracy per output
     vectors: tuple[BundledVector, ...] = ()  # stored for ``nee-run --verify``

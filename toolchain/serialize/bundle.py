@@ -123,6 +123,7 @@ def _layout(result: ExportResult) -> tuple[BundleT, list[memoryview]]:
         producer=result.producer,
         model=result.model_name,
         board=result.board,
+        threads=result.threads,
         kernels=[KernelEntryT(op=op, dtype=DTYPE_CODES[dt])
                  for op, dt in sorted({k for r in methods for k in r.kernels})],
         accuracy=[AccuracyT(output=a.output, sqnrDb=a.sqnr_db, maxAbsError=a.max_abs_error,

@@ -1,0 +1,92 @@
+"""The runtime's thread policy: how many BLAS threads (the only threads numpy's kernels use) a
+program's runs get.
+
+OpenBLAS's worker threads spin while they wait for work. On a device whose cores also run other
+work, a run with 2 threads can be several times slower than with 1 (measured here beside one or
+two busy processes on 2 cores: resnet18 1.5-8x, mobilenet_v2 1.4-5x). So a program runs with 1
+thread unless asked for more (``Program.load(threads=N)``, or the board recipe's ``threads``
+recorded in the bundle); with N > 1 a ``Governor`` keeps choosing between 1 and N threads by the
+run times it measures, so a loaded device falls back to 1 thread and an idle one uses N.
+
+The setting is the process's (BLAS libraries have one): each run sets it when it differs from
+the last value the runtime set, and leaves it set (threadpoolctl finds the BLAS libraries numpy
+loaded; ``threadpoolctl.threadpool_limits`` sets it for other code).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+_BLAS: list[Any] = []  # threadpoolctl's controllers of the loaded BLAS libraries, on first use
+_current = [0]  # the BLAS threads the runtime last set (0: none yet)
+
+
+def set_blas_threads(threads: int) -> None:
+    """Set the process's BLAS threads to ``threads`` unless the runtime last set just that."""
+    if threads == _current[0]:
+        return
+    if not _BLAS:
+        from threadpoolctl import ThreadpoolController
+
+        _BLAS.extend(ThreadpoolController().select(user_api="blas").lib_controllers or [None])
+    for lib in _BLAS:
+        if lib is not None:
+            lib.set_num_threads(threads)
+    _current[0] = threads
+
+
+class Fixed:
+    """Always the same number of threads."""
+
+    def __init__(self, threads: int) -> None:
+        self.most = threads
+
+    def threads(self) -> int:
+        return self.most
+
+    def record(self, threads: int, seconds: float) -> None:
+        """Nothing to learn."""
+
+
+class Governor:
+    """1 or ``most`` threads per run, whichever has run faster lately.
+
+    Runs use the current choice; every ``interval`` runs one run probes the other count. A probe
+    at least ``MARGIN`` faster than the choice's recent average (an exponential average of its
+    run times) makes it the choice; otherwise the interval doubles, up to ``LONGEST`` runs, so a
+    count that stays slower costs at most one run in ``LONGEST``."""
+
+    FIRST, LONGEST = 8, 256  # runs between probes: after a switch, and at most
+    MARGIN = 0.9  # a probe must take at most this share of the choice's average time
+    WEIGHT = 0.25  # of the newest run time in the choice's average
+
+    def __init__(self, most: int) -> None:
+        self.most = most
+        self.choice = most
+        self.average = math.inf  # the choice's recent run time (s)
+        self.interval = self.countdown = self.FIRST
+
+    def threads(self) -> int:
+        """The thread count for the next run."""
+        self.countdown -= 1
+        if self.countdown > 0:
+            return self.choice
+        return 1 if self.choice == self.most else self.most
+
+    def record(self, threads: int, seconds: float) -> None:
+        """Learn from a run that used ``threads`` and took ``seconds``."""
+        if threads == self.choice:
+            self.average = seconds if math.isinf(self.average) else (
+                self.average + self.WEIGHT * (seconds - self.average))
+            return
+        if seconds < self.MARGIN * self.average:
+            self.choice, self.average, self.interval = threads, seconds, self.FIRST
+        else:
+            self.interval = min(2 * self.interval, self.LONGEST)
+        self.countdown = self.interval
+
+
+def policy(threads: int) -> Fixed | Governor:
+    """The policy of a program allowed ``threads`` BLAS threads."""
+    return Fixed(1) if threads <= 1 else Governor(threads)

@@ -1,0 +1,93 @@
+"""The runtime's BLAS thread policy: the governor's choices on made-up run times, the thread
+count a program sets, and where it comes from (argument, board recipe, default 1)."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+from threadpoolctl import threadpool_info
+
+from runtime_py.cli import main as run_main
+from runtime_py.errors import BundleError, InputError
+from runtime_py.loader import load_bundle
+from runtime_py.program import Program
+from runtime_py.threads import Fixed, Governor, policy
+from tests.test_loader_errors import _repack
+from toolchain.boards import load_board
+from toolchain.export import export
+from toolchain.serialize.bundle import write_bundle
+
+
+def _drive(governor: Governor, seconds: dict[int, float], runs: int) -> list[int]:
+    """The thread counts of ``runs`` runs that take ``seconds[threads]``."""
+    used = []
+    for _ in range(runs):
+        threads = governor.threads()
+        governor.record(threads, seconds[threads])
+        used.append(threads)
+    return used
+
+
+def test_the_governor_keeps_the_faster_count_and_probes_ever_less() -> None:
+    governor = Governor(4)
+    used = _drive(governor, {4: 1.0, 1: 2.0}, 2000)
+    assert governor.choice == 4
+    probes = [i for i, t in enumerate(used) if t == 1]
+    assert probes[0] == Governor.FIRST - 1 and len(probes) <= 12  # 8, 16, ... up to 256 apart
+    assert used[-Governor.LONGEST:].count(1) <= 1
+
+
+def test_the_governor_falls_back_under_load_and_returns_when_it_is_gone() -> None:
+    governor = Governor(2)
+    _drive(governor, {2: 1.0, 1: 1.6}, 500)
+    assert governor.choice == 2
+    loaded = _drive(governor, {2: 8.0, 1: 1.6}, 300)  # other work on the cores
+    assert governor.choice == 1 and loaded[-100:].count(2) <= 2
+    start = loaded.index(1)  # the first probe at 1 thread after the load came
+    assert start <= Governor.LONGEST
+    _drive(governor, {2: 1.0, 1: 1.6}, 300)  # the load is gone
+    assert governor.choice == 2
+
+
+def test_one_thread_is_not_governed() -> None:
+    assert isinstance(policy(1), Fixed) and policy(1).threads() == 1
+    assert isinstance(policy(3), Governor) and policy(3).most == 3
+
+
+def _blas_threads() -> int:
+    return next(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas")
+
+
+def test_a_run_sets_the_programs_blas_threads(exported) -> None:
+    ex = exported("mlp")
+    Program.load(ex.path, threads=2).run(*ex.inputs)
+    assert _blas_threads() == 2  # the governor starts at its most
+    program = Program.load(ex.path)
+    program.run(*ex.inputs)
+    assert _blas_threads() == 1 and isinstance(program.thread_policy, Fixed)
+    with pytest.raises(InputError, match="at least 1"):
+        Program.load(ex.path, threads=0)
+
+
+def test_the_board_recipes_threads_are_the_default(tmp_path) -> None:
+    import torch
+
+    path = tmp_path / "host.nee"
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
+    board = load_board("host")
+    write_bundle(export(model, (torch.randn(2, 8),), board=board), path)
+    assert load_bundle(path).bundle.threads == board.threads == 4
+    assert Program.load(path).thread_policy.most == 4
+    assert Program.load(path, threads=1).thread_policy.most == 1
+    bundle, write = _repack(path, tmp_path, "forged.nee")
+    bundle.threads = 10**6
+    with pytest.raises(BundleError, match="at most 256 BLAS threads"):
+        load_bundle(write())
+
+
+def test_nee_run_takes_threads(exported) -> None:
+    ex = exported("mlp")
+    done = CliRunner().invoke(run_main, [str(ex.path), "--random", "--threads", "2"])
+    assert done.exit_code == 0, done.output
+    bad = CliRunner().invoke(run_main, [str(ex.path), "--random", "--threads", "0"])
+    assert bad.exit_code == 2
