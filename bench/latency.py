@@ -10,7 +10,10 @@ inputs, run for run alternately. Prints the median of the per-pair ratios NEE / 
 quartiles (lower is better; the target is <= 1.5 on mobilenet_v2, resnet18 and transformer)
 and, with --profile, the per-op breakdown of the slowest model. With --executorch (needs ``pip
 install executorch==1.5.1``) the peer runtime is timed too: its portable CPU kernels (the same
-role as NEE's numpy kernels) and its XNNPACK delegate.
+role as NEE's numpy kernels) and its XNNPACK delegate. With --xnnpack, NEE's XNNPACK delegate
+(the model exported for board rpi5, whose recipe names it; LiteRT runs the partitions) is timed
+too, paired with the numpy program run for run: its ms and numpy/xnnpack (> 1: the delegate
+faster); with both flags, ET-xnnpack / NEE-best (NEE's faster backend for the board).
 """
 
 from __future__ import annotations
@@ -72,7 +75,27 @@ def executorch_ms(model, inputs, runs: int) -> dict[str, float]:
     return times
 
 
-def measure(models: list[str], runs: int, threads: int, peer: bool) -> list[dict]:
+def xnnpack_ms(model, inputs, name: str, folder: Path, program, runs: int,
+               threads: int) -> dict[str, float]:
+    """NEE with the XNNPACK delegate (board rpi5), paired with ``program`` (numpy)."""
+    from runtime_py.backends.xnnpack import Xnnpack
+    from runtime_py.program import Program
+    from toolchain.boards import load_board
+    from toolchain.export import export
+    from toolchain.serialize.bundle import write_bundle
+
+    path = folder / f"{name}-xnnpack.nee"
+    write_bundle(export(model, inputs, name=name, board=load_board("rpi5")), path)
+    delegated = Program.load(path, backends={"xnnpack": Xnnpack(threads)}, threads=threads)
+    arrays = [t.numpy() for t in inputs]
+    fast_ms, _, ratios = _paired_ms(lambda: delegated.run(*arrays),
+                                    lambda: program.run(*arrays), runs)
+    return {"xnnpack_ms": fast_ms, "numpy_over_xnnpack": statistics.median(ratios),
+            "xnnpack_partitions": len(delegated.partitions)}
+
+
+def measure(models: list[str], runs: int, threads: int, peer: bool,
+            xnnpack: bool = False) -> list[dict]:
     """In this process: export each model, then time NEE and torch eager alternately."""
     import torch
 
@@ -98,16 +121,20 @@ def measure(models: list[str], runs: int, threads: int, peer: bool) -> list[dict
             rows.append({"model": name, "threads": threads, "nee_ms": nee_ms,
                          "torch_ms": torch_ms, "ratio": statistics.median(ratios),
                          "quartiles": quartiles, "profile": profile,
-                         **(executorch_ms(model, inputs, runs) if peer else {})})
+                         **(executorch_ms(model, inputs, runs) if peer else {}),
+                         **(xnnpack_ms(model, inputs, name, Path(tmp), program, runs, threads)
+                            if xnnpack else {})})
     return rows
 
 
-def _run_child(models: list[str], runs: int, threads: int, peer: bool) -> list[dict]:
+def _run_child(models: list[str], runs: int, threads: int, peer: bool,
+               xnnpack: bool) -> list[dict]:
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
                MKL_NUM_THREADS=str(threads))
     done = subprocess.run(
         [sys.executable, __file__, "--child", str(threads), "--models", ",".join(models),
-         "--runs", str(runs), *(["--executorch"] if peer else [])],
+         "--runs", str(runs), *(["--executorch"] if peer else []),
+         *(["--xnnpack"] if xnnpack else [])],
         env=env, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -129,6 +156,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--executorch", action="store_true", help="time ExecuTorch too")
+    parser.add_argument("--xnnpack", action="store_true",
+                        help="time NEE's XNNPACK delegate (board rpi5) too")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.tier:
@@ -138,10 +167,13 @@ def main() -> None:
     else:
         models = args.models.split(",")
     if args.child:
-        print(json.dumps(measure(models, args.runs, args.child, args.executorch)))
+        print(json.dumps(measure(models, args.runs, args.child, args.executorch, args.xnnpack)))
         return
-    rows = [row for n in THREADS for row in _run_child(models, args.runs, n, args.executorch)]
+    rows = [row for n in THREADS
+            for row in _run_child(models, args.runs, n, args.executorch, args.xnnpack)]
     peer = " ET-portable/NEE ET-xnnpack/NEE" if args.executorch else ""
+    peer += " NEE-xnnpack ms numpy/xnnpack" if args.xnnpack else ""
+    peer += " ET-xnnpack/NEE-best" if args.xnnpack and args.executorch else ""
     print(f"{'model':20s} {'threads':>7s} {'NEE ms':>9s} {'torch ms':>9s} {'NEE/torch':>9s} "
           f"{'(quartiles of paired runs)':>26s}{peer}")
     for row in rows:
@@ -151,6 +183,11 @@ def main() -> None:
         if args.executorch:
             line += (f" {row['et_portable_ms'] / row['nee_ms']:15.2f}"
                      f" {row['et_xnnpack_ms'] / row['nee_ms']:15.2f}")
+        if args.xnnpack:
+            line += f" {row['xnnpack_ms']:14.3f} {row['numpy_over_xnnpack']:13.2f}"
+        if args.xnnpack and args.executorch:
+            best = min(row["nee_ms"], row["xnnpack_ms"])
+            line += f" {row['et_xnnpack_ms'] / best:19.2f}"
         print(line)
     if args.profile:
         _print_profile(max(rows, key=lambda r: r["ratio"]))

@@ -623,8 +623,9 @@ def _delegate_problems(b: LoadedBundle, i: int, d: Any, call: Any) -> list[str]:
          and all(k < len(segments) for _, k in payload), f"payload {payload}"),
         (all(k < len(tensors) and tensors[k].storageKind == StorageKind.Arena
              for k in ins + outs), f"inputs {ins}, outputs {outs} (arena tensors)"),
-        (len(ints(d.inputOffsets)) == len(ins) and len(ints(d.outputOffsets)) == len(outs),
-         "one scratch offset per input and output"),
+        ((len(ints(d.inputOffsets)), len(ints(d.outputOffsets))) in ((len(ins), len(outs)),
+                                                                     (0, 0)),
+         "one scratch offset per input and output, or none (a backend reading the arena)"),
         (_tensor_args(call, "inputs") == ins and ints(call.outputs) == outs,
          "the call's inputs and outputs equal the delegate's"),
         (bool(d.nodes) and set(outs) <= {k for n in d.nodes for k in ints(n.outputs)},

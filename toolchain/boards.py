@@ -53,7 +53,9 @@ CPU_ARCHITECTURES = ("cortex-m4", "cortex-m7", "cortex-m33", "cortex-m55", "cort
                      "cortex-a53", "cortex-a55", "cortex-a72", "cortex-a76", "xtensa-lx7",
                      "x86-64")
 
-_TOP_KEYS = ("name", "description", "dtypes", "scratch_limit", "threads", "cpu", "memory",
+CPU_DELEGATES = ("xnnpack",)  # toolchain/delegates/<name>: CPU delegates a recipe may ask for
+_TOP_KEYS = ("name", "description", "dtypes", "scratch_limit", "threads", "cpu_delegate", "cpu",
+             "memory",
              "flash", "npu")
 _CPU_KEYS = ("architecture", "cores", "clock_mhz")
 _MEMORY_KEYS = ("name", "size")
@@ -97,6 +99,7 @@ class Board:
     # the slowest memory tier with the activations placed there (a Linux board's DRAM)
     cpu: Cpu | None = None
     threads: int | None = None  # how many threads the runtime should use here; at most cores
+    cpu_delegate: str | None = None  # a CPU delegate (CPU_DELEGATES) the CPU calls go to
 
 
 def available_boards() -> list[str]:
@@ -176,6 +179,7 @@ def describe_board(board: Board, source: str = "") -> str:
         ("cpu", f"{cpu.architecture}, {cpu.cores} core{'s' if cpu.cores > 1 else ''} at "
                 f"{clock_text(cpu.clock_hz)}" if cpu else "- (not given)"),
         ("threads", str(board.threads) if board.threads is not None else "- (not given)"),
+        ("cpu_delegate", board.cpu_delegate or "- (the numpy kernels)"),
         ("memory", tiers[0] if tiers else "-"),
         *(("", tier) for tier in tiers[1:]),
         ("flash", both(board.flash) if board.flash is not None else
@@ -288,7 +292,9 @@ class _Reader:
         tiers = self.tiers(raw.get("memory"))
         flash = self.flash(raw["flash"]) if "flash" in raw else None
         npu = self.npu(raw["npu"], dtypes) if "npu" in raw else None
-        return Board(name, description, tiers, npu, dtypes, limit, flash, cpu, threads)
+        delegate = self.get(raw, "cpu_delegate", "", lambda v: v in CPU_DELEGATES,
+                            f"one of {list(CPU_DELEGATES)}", None)
+        return Board(name, description, tiers, npu, dtypes, limit, flash, cpu, threads, delegate)
 
     def keys(self, table: dict[str, Any], allowed: tuple[str, ...], prefix: str) -> None:
         for key in table:

@@ -154,7 +154,7 @@ def _stage(root: Path, board: Board, bundles: list[str],
         for name in _kernel_modules() - modules:
             (package / "kernels" / f"{name}.py").unlink()
     if backends is not None:
-        for backend, (module, _) in DELEGATE_BACKENDS.items():
+        for backend, (module, _, _) in DELEGATE_BACKENDS.items():
             if backend not in backends:
                 (package / "backends" / f"{module.rpartition('.')[2]}.py").unlink()
     if selected is not None:
@@ -190,6 +190,9 @@ version = "{__version__}"
 description = "NEE's runtime{f' for board {board.name}' if board else ''}"
 requires-python = ">=3.11"
 dependencies = ["numpy>=2.1", "flatbuffers==25.12.19", "click>=8.1", "threadpoolctl>=3.5"]
+
+[project.optional-dependencies]
+xnnpack = ["ai-edge-litert==2.3.0"]  # the xnnpack backend runs only where it is installed
 
 [project.scripts]
 nee-run = "runtime_py.cli:main"

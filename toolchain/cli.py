@@ -78,8 +78,11 @@ class ByteSize(click.ParamType):
 @click.option("--npu/--no-npu", default=True, show_default=True,
               help="Compile the calls the board's NPU takes into delegated partitions (with "
                    "Vela: pip install 'nee[npu]'). Off with --format tflite.")
+@click.option("--cpu-delegate/--no-cpu-delegate", default=True, show_default=True,
+              help="Move the calls the board's CPU delegate (a recipe's cpu_delegate, e.g. "
+                   "xnnpack) can run into partitions. Off with --format tflite.")
 @click.option("--cpu-fallback/--no-cpu-fallback", default=True, show_default=True,
-              help="Let a runtime without the NPU backend run the partitions on its CPU.")
+              help="Let a runtime without a partition's backend run it on the numpy kernels.")
 @click.option("--bundle-io", is_flag=True,
               help="Store the example inputs and the model's outputs in the bundle, for "
                    "nee-run --verify on the device.")
@@ -101,8 +104,9 @@ class ByteSize(click.ParamType):
 def export_main(target: str, output: str, example_inputs: tuple[str, ...], board: str | None,
                 planner: str, time_limit: float, name: str | None, quantize: str | None,
                 calibration: str | None, observer: str, rounding: str, fmt: str, npu: bool,
-                cpu_fallback: bool, bundle_io: bool, dynamic: str | None, buckets: str | None,
-                symbolic: bool, report: str | None, **limits: float | None) -> None:
+                cpu_delegate: bool, cpu_fallback: bool, bundle_io: bool, dynamic: str | None,
+                buckets: str | None, symbolic: bool, report: str | None,
+                **limits: float | None) -> None:
     """Export TARGET (``path/to/file.py:Model`` or ``package.module:factory``) to a bundle or
     a .tflite model.
 
@@ -124,7 +128,7 @@ def export_main(target: str, output: str, example_inputs: tuple[str, ...], board
     try:
         result, size = _export(target, output, example_inputs, board, planner, time_limit, name,
                                quantize, calibration, observer, rounding, fmt, npu,
-                               cpu_fallback, bundle_io, dynamic, buckets, symbolic)
+                               cpu_fallback, bundle_io, dynamic, buckets, symbolic, cpu_delegate)
     except NeeError as e:
         code = _exit_status(e)
         if report:
@@ -142,7 +146,8 @@ def _export(target: str, output: str, example_inputs: tuple[str, ...], board: st
             planner: str, time_limit: float, name: str | None, quantize: str | None,
             calibration: str | None, observer: str, rounding: str, fmt: str, npu: bool,
             cpu_fallback: bool, bundle_io: bool, dynamic: str | None = None,
-            buckets: str | None = None, symbolic: bool = False) -> tuple[Any, int]:
+            buckets: str | None = None, symbolic: bool = False,
+            cpu_delegate: bool = True) -> tuple[Any, int]:
     """Export and write; the result and the bytes written."""
     from toolchain.export import export
     from toolchain.serialize.bundle import write_bundle
@@ -158,7 +163,8 @@ def _export(target: str, output: str, example_inputs: tuple[str, ...], board: st
     options = dict(name=name or default_name, board=load_board(board) if board else None,
                    planner=planner, time_limit=time_limit,
                    progress=lambda m: click.echo(m, err=True), quantize=int8,
-                   npu=npu and fmt == "nee", cpu_fallback=cpu_fallback, bundle_io=bundle_io)
+                   npu=npu and fmt == "nee", cpu_delegate=cpu_delegate and fmt == "nee",
+                   cpu_fallback=cpu_fallback, bundle_io=bundle_io)
     dim = _dynamic_dim(module, model, dynamic, fmt == "nee" and not quantize)
     if dim is None:
         if buckets or symbolic:

@@ -140,6 +140,7 @@ class Graph:
     run_time: frozenset[str] = frozenset()
     int8_rounding: str = "double"  # int8 requantization (toolchain.quantize.options.ROUNDINGS)
     npu: Any = None  # the board's toolchain.boards.Npu: passes/delegate_npu.py partitions for it
+    cpu_delegate: str | None = None  # the board's CPU delegate: passes/delegate_cpu.py
     delegates: list[Delegate] = field(default_factory=list)  # nee::delegate_call's "delegate"
     state_updates: list[str] = field(default_factory=list)  # see the class docstring
 

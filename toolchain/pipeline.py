@@ -18,6 +18,8 @@
 - add_scratch after fusion: the workspace is sized for the final (fused) kernels.
 - delegate_npu after add_scratch (a partition's reference program keeps its kernels' scratch)
   and before reuse_inputs (it reorders nodes and replaces runs of them by one call).
+- delegate_cpu after delegate_npu (the CPU delegate takes what the NPU left), for the same
+  reasons before reuse_inputs.
 - write_state after every pass that changes the node list (an in-place state update needs the
   final readers) and before reuse_inputs (whose liveness must not see the update outputs).
 - reuse_inputs after every pass that changes the node list: it reads final lifetimes.
@@ -32,6 +34,7 @@ from toolchain.ir import Graph
 from toolchain.passes.add_scratch import add_scratch
 from toolchain.passes.alias_views import alias_views
 from toolchain.passes.check_supported import check_supported
+from toolchain.passes.delegate_cpu import delegate_cpu
 from toolchain.passes.delegate_npu import delegate_npu
 from toolchain.passes.drop_unused_outputs import drop_unused_outputs
 from toolchain.passes.fill_from_shape import fill_from_shape
@@ -59,6 +62,7 @@ PASSES: list[Pass] = [
     npu_tables,
     add_scratch,
     delegate_npu,
+    delegate_cpu,
     write_state,
     reuse_inputs,
     check_supported,

@@ -12,6 +12,7 @@ it was exported with a CPU fallback (the reference program then runs on the CPU)
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -88,17 +89,20 @@ class Cpu:
         return run_all(partition.reference())
 
 
-# Delegate backends by name: the module and class implementing each.
-DELEGATE_BACKENDS = {"ethos-u": ("runtime_py.backends.ethos_u", "EthosU")}
+# Delegate backends by name: the module and class implementing each, and the package it needs
+# (None: numpy only).
+DELEGATE_BACKENDS = {"ethos-u": ("runtime_py.backends.ethos_u", "EthosU", None),
+                     "xnnpack": ("runtime_py.backends.xnnpack", "Xnnpack", "ai_edge_litert")}
 
 
 def _shipped() -> dict[str, Backend]:
     """The CPU backend and the delegate backends this runtime ships (all, or those a board's
-    pruned runtime kept: ``build_info.BACKENDS``)."""
+    pruned runtime kept: ``build_info.BACKENDS``) whose package is installed."""
     kept = DELEGATE_BACKENDS.keys() if build_info.BACKENDS is None else build_info.BACKENDS
     return {"cpu": Cpu(), **{name: getattr(importlib.import_module(module), cls)()
-                             for name, (module, cls) in DELEGATE_BACKENDS.items()
-                             if name in kept}}
+                             for name, (module, cls, needs) in DELEGATE_BACKENDS.items()
+                             if name in kept and (needs is None
+                                                  or importlib.util.find_spec(needs))}}
 
 
 BACKENDS: dict[str, Backend] = _shipped()

@@ -40,11 +40,13 @@ def export(
     cpu_fallback: bool = True,
     bundle_io: bool = False,
     run_time: frozenset[str] = frozenset(),
+    cpu_delegate: bool = True,
 ) -> ExportResult:
     """Export ``model`` traced with ``example_inputs`` into a plan-complete program; with
     ``quantize``, calibrated and converted to int8 first, and its accuracy measured. With a
     board that has an NPU (and ``npu``), the calls it takes are compiled into delegated
-    partitions; ``cpu_fallback`` lets a runtime without that backend run them on its CPU.
+    partitions; ``cpu_fallback`` lets a runtime without that backend run them on its CPU. With a
+    board that names a CPU delegate (and ``cpu_delegate``), the calls it can run go to it.
     ``bundle_io`` stores the example inputs and the model's outputs for ``nee-run --verify``;
     the calls writing the ``run_time`` values are not folded into constants (see
     toolchain.export.symbolic)."""
@@ -60,14 +62,16 @@ def export(
     graph.scratch_budget = board.scratch_limit if board else None
     graph.run_time = run_time
     graph.npu = board.npu if board and npu else None
+    graph.cpu_delegate = board.cpu_delegate if board and cpu_delegate else None
     graph.int8_rounding = quantize.rounding if quantize else graph.int8_rounding
     say(f"captured {len(graph.nodes)} core ATen calls")
     graph = run_passes(graph, verify_each=verify_each)
     say(f"ran passes: {len(graph.nodes)} out-variant calls")
     for i, d in enumerate(graph.delegates):
         d.cpu_fallback = cpu_fallback
-        say(f"delegate {i}: {len(d.nodes)} calls compiled for {d.target}, "
-            f"{d.estimate.cycles} cycles, {d.estimate.sram_bytes} B of SRAM (Vela)")
+        say(f"delegate {i}: {len(d.nodes)} calls compiled for {d.target}" + (
+            f", {d.estimate.cycles} cycles, {d.estimate.sram_bytes} B of SRAM (Vela)"
+            if d.estimate else ""))
     _check_npu_sram(graph, board)
     requests = buffer_requests(graph)
     try:
@@ -113,11 +117,11 @@ def _stage_timer(progress: Progress | None) -> Progress:
 def _check_npu_sram(graph: Graph, board: Board | None) -> None:
     """Each compiled partition's SRAM use (Vela's, which Vela itself does not hold against
     the board) within the board's fastest tier."""
-    if not graph.delegates:
+    if graph.npu is None:
         return
     tier = next(t for t in board.tiers if t.name == board.npu.sram_tier)
     over = [(i, d.estimate.sram_bytes) for i, d in enumerate(graph.delegates)
-            if d.estimate.sram_bytes > tier.capacity]
+            if d.estimate and d.estimate.sram_bytes > tier.capacity]
     if over:
         raise OverBudgetError(
             f"NPU partitions on board {board.name}",

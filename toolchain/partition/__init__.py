@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from toolchain.ir import SCRATCH_ARGS, Graph, Node, node_inputs
+from toolchain.ir import DELEGATE_CALL, SCRATCH_ARGS, Graph, Node, Ref, node_inputs
 from toolchain.memory_plan import plan_memory
 from toolchain.memory_plan.lifetimes import buffer_requests
 
@@ -82,6 +82,54 @@ def boundary(graph: Graph, run: list[Node], rest: list[Node]) -> Boundary:
     outputs = [r for r in written if r in read_outside]
     internal = [r for r in written if r not in read_outside]
     return Boundary(list(dict.fromkeys(inputs)), outputs, internal)
+
+
+def rest(run: list[Node], order: list[Node]) -> list[Node]:
+    """The nodes of ``order`` outside ``run``."""
+    members = {id(n) for n in run}
+    return [n for n in order if id(n) not in members]
+
+
+def subgraph(graph: Graph, run: list[Node], order: list[Node]) -> Graph:
+    """``run`` as a program of its own: its boundary's inputs and outputs."""
+    edge = boundary(graph, run, rest(run, order))
+    return Graph(graph.tensors, run, edge.inputs, edge.outputs,
+                 int8_rounding=graph.int8_rounding)
+
+
+def tflite_reason(graph: Graph, node: Node, dtypes: tuple[str, ...], device: str,
+                  compiler: str) -> str:
+    """Why ``node`` cannot go to a ``device`` that runs ``dtypes`` feature maps and receives its
+    partitions as .tflite through ``compiler`` ("" if it can): state, another dtype, no TFLite
+    builtin, an argument TFLite has no equivalent for."""
+    from toolchain.errors import ExportError
+    from toolchain.serialize.tflite_program import CONVERTERS, to_tflite
+
+    updates = graph.state_values()
+    state = [n for n in [*node_inputs(node), *node.outputs]
+             if graph.tensors[graph.storage_of(n)].kind == "state" or n in updates]
+    if state:
+        return f"persistent state {state[0]}: kept in the CPU's memory"
+    other = [n for n in [*node_inputs(node), *node.outputs]
+             if graph.tensors[n].dtype not in dtypes and not graph.is_const(n)]
+    if other:
+        t = graph.tensors[other[0]]
+        return f"{t.dtype} tensor {t.name}: the {device} runs {', '.join(dtypes)} feature maps"
+    if node.op not in CONVERTERS:
+        return f"no TFLite builtin for it (partitions reach {compiler} as .tflite)"
+    try:
+        to_tflite(subgraph(graph, [node], graph.nodes))
+    except ExportError as e:
+        return f"not expressible in TFLite: {e}"
+    return ""
+
+
+def delegate_call(index: int, edge: Boundary, source: str) -> Node:
+    """The ``nee::delegate_call`` node running delegate ``index`` over ``edge``."""
+    args: dict = {"delegate": index, "inputs": [Ref(n) for n in edge.inputs]}
+    args.update({f"out{i}": Ref(o) for i, o in enumerate(edge.outputs)})
+    return Node(DELEGATE_CALL, args, list(edge.outputs), source,
+                out_names=[f"out{i}" for i in range(len(edge.outputs))])
 
 
 def plan_workspace(graph: Graph, run: list[Node], internal: list[str]) -> tuple[dict[str, int],

@@ -20,7 +20,6 @@ from collections.abc import Callable
 
 import numpy as np
 
-from runtime_py.format import DELEGATE_CALL
 from toolchain.boards import Npu
 from toolchain.delegates.ethos_u import vela
 from toolchain.errors import ExportError
@@ -33,10 +32,18 @@ from toolchain.ir import (
     Node,
     Ref,
     Tensor,
-    node_inputs,
 )
-from toolchain.partition import boundary, plan_workspace, runs, schedule
-from toolchain.serialize.tflite_program import CONVERTERS, to_tflite
+from toolchain.partition import (
+    boundary,
+    delegate_call,
+    plan_workspace,
+    rest,
+    runs,
+    schedule,
+    subgraph,
+    tflite_reason,
+)
+from toolchain.serialize.tflite_program import to_tflite
 
 BACKEND = "ethos-u"
 MAX_ROUNDS = 16  # Vela rounds before giving up (each demotes at least one call)
@@ -67,25 +74,11 @@ def _accepted(node: Node) -> bool:
 
 
 def _static_reason(graph: Graph, node: Node) -> str:
-    updates = graph.state_values()
-    state = [n for n in [*node_inputs(node), *node.outputs]
-             if graph.tensors[graph.storage_of(n)].kind == "state" or n in updates]
-    if state:
-        return f"persistent state {state[0]}: kept in the CPU's memory"
-    floats = [n for n in [*node_inputs(node), *node.outputs]
-              if graph.tensors[n].dtype not in FEATURE_DTYPES and not graph.is_const(n)]
-    if floats:
-        t = graph.tensors[floats[0]]
-        quantized = any(x.quant is not None for x in graph.tensors.values())
-        return (f"{t.dtype} tensor {t.name}: the NPU runs int8 feature maps"
-                + ("" if quantized else " (export with --quantize int8)"))
-    if node.op not in CONVERTERS:
-        return "no TFLite builtin for it (partitions reach Vela as .tflite)"
-    try:
-        to_tflite(_subgraph(graph, [node], graph.nodes))
-    except ExportError as e:
-        return f"not expressible in TFLite: {e}"
-    return ""
+    reason = tflite_reason(graph, node, FEATURE_DTYPES, "NPU", "Vela")
+    quantized = any(x.quant is not None for x in graph.tensors.values())
+    if reason.endswith("feature maps") and not quantized:
+        reason += " (export with --quantize int8)"
+    return reason
 
 
 QUANTIZE = "nee::quantize_per_tensor.out"
@@ -108,7 +101,7 @@ def _quantize_channels_last(graph: Graph, checked: _Checked, order: list[Node]) 
             if node.op == QUANTIZE and _only_for(graph, node.outputs[0], members, readers, viewed)]
     if not undo:
         return checked
-    model = to_tflite(_subgraph(graph, run, order), graph.npu.target)
+    model = to_tflite(subgraph(graph, run, order), graph.npu.target)
     trial = vela.check(model, graph.npu)
     if trial.cpu or trial.cycles >= report.cycles:
         for restore in undo:
@@ -149,17 +142,6 @@ def _write_channels_last(graph: Graph, node: Node) -> Callable[[], None]:
     return undo
 
 
-def _subgraph(graph: Graph, run: list[Node], order: list[Node]) -> Graph:
-    edge = boundary(graph, run, _rest(run, order))
-    return Graph(graph.tensors, run, edge.inputs, edge.outputs,
-                 int8_rounding=graph.int8_rounding)
-
-
-def _rest(run: list[Node], order: list[Node]) -> list[Node]:
-    members = {id(n) for n in run}
-    return [n for n in order if id(n) not in members]
-
-
 _Checked = tuple[list[Node], bytes, vela.Report]
 
 
@@ -170,7 +152,7 @@ def _settle(graph: Graph, npu: object) -> tuple[list[Node], list[_Checked]]:
         checked, demoted = [], False
         for run in runs(order, _accepted):
             owners: dict[str, Node] = {}
-            model = to_tflite(_subgraph(graph, run, order), graph.npu.target, owners)
+            model = to_tflite(subgraph(graph, run, order), graph.npu.target, owners)
             try:
                 report = vela.check(model, npu)
             except vela.VelaError as e:
@@ -195,7 +177,7 @@ def _demote_failing(graph: Graph, run: list[Node], order: list[Node],
     failing = []
     for node in run:
         owners: dict[str, Node] = {}
-        model = to_tflite(_subgraph(graph, [node], order), graph.npu.target, owners)
+        model = to_tflite(subgraph(graph, [node], order), graph.npu.target, owners)
         try:
             vela.check(model, graph.npu)
         except vela.VelaError as e:
@@ -222,7 +204,7 @@ def _compile(graph: Graph, checked: _Checked, index: int, order: list[Node],
     run, model, report = checked
     npu = graph.npu
     raw = vela.compile_raw(model, npu)
-    edge = boundary(graph, run, _rest(run, order))
+    edge = boundary(graph, run, rest(run, order))
     _check_io(raw, graph, edge.inputs, edge.outputs)
     offsets, size = plan_workspace(graph, run, edge.internal)
     delegates.append(Delegate(
@@ -236,17 +218,15 @@ def _compile(graph: Graph, checked: _Checked, index: int, order: list[Node],
         workspace=offsets, workspace_size=size,
         estimate=Estimate(report.cycles, npu.clock_hz, report.macs, report.sram_bytes,
                           report.flash_bytes, report.op_cycles)))
-    args: dict = {"delegate": index, "inputs": [Ref(n) for n in edge.inputs]}
-    args.update({f"out{i}": Ref(o) for i, o in enumerate(edge.outputs)})
+    call = delegate_call(index, edge, run[0].source)
     for key, size in ((SCRATCH_ARG, raw["scratch_size"]), (FAST_SCRATCH_ARG,
                                                             raw["scratch_fast_size"])):
         if int(size):
             name = f"delegate{index}_{key}"
             graph.tensors[name] = Tensor(name, (int(size),), "uint8", "scratch",
                                          tier=_scratch_tier(npu, key))
-            args[key] = Ref(name)
-    return Node(DELEGATE_CALL, args, list(edge.outputs), run[0].source,
-                out_names=[f"out{i}" for i in range(len(edge.outputs))])
+            call.args[key] = Ref(name)
+    return call
 
 
 def _scratch_tier(npu: Npu, key: str) -> str:

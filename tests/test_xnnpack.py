@@ -1,0 +1,115 @@
+"""The XNNPACK CPU delegate: partitions written as .tflite for a board whose recipe names it,
+run by LiteRT's interpreter, against the same partitions' reference programs on the numpy
+kernels and against torch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+import runtime_py.program
+from runtime_py.backends import Cpu
+from runtime_py.errors import BundleError, MissingBackendError
+from runtime_py.loader import load_bundle
+from runtime_py.program import Program
+from tests.conftest import load_example
+from tests.test_loader_errors import _repack
+from toolchain.boards import load_board
+from toolchain.cli import export_main, inspect_main
+from toolchain.errors import ExportError
+from toolchain.export import export
+from toolchain.quantize.options import Int8Options
+from toolchain.serialize.bundle import write_bundle
+
+pytest.importorskip("ai_edge_litert")
+BOARD = load_board("rpi5")
+WHOLE = ["mlp", "cnn", "gru", "mobilenet_v2"]  # every call delegated
+
+
+def _bundle(tmp_path, name: str, **options):
+    module = load_example(name)
+    model = module.Model().eval()
+    inputs = module.example_inputs()
+    result = export(model, inputs, board=BOARD, name=name, **options)
+    path = tmp_path / f"{name}.nee"
+    write_bundle(result, path)
+    return model, inputs, result, path
+
+
+@pytest.mark.parametrize("name", [*WHOLE, "mobilenet_v3_small", "transformer"])
+def test_partitions_match_their_reference_and_torch(tmp_path, name: str) -> None:
+    model, inputs, result, path = _bundle(tmp_path, name)
+    assert result.graph.delegates and {d.backend for d in result.graph.delegates} == {"xnnpack"}
+    if name in WHOLE:
+        assert [n.op for n in result.graph.nodes] == ["nee::delegate_call"]
+    arrays = [t.numpy() for t in inputs]
+    fast = Program.load(path)
+    assert {p.backend for p in fast.partitions} == {"xnnpack"}
+    got = [o.copy() for o in fast.run(*arrays)]
+    reference = Program.load(path, backends={"xnnpack": Cpu()}).run(*arrays)
+    with torch.no_grad():
+        want = model(*inputs)
+    for g, r, w in zip(got, reference, [want] if isinstance(want, torch.Tensor) else want,
+                       strict=True):
+        scale = float(np.abs(r).max())
+        np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-5 * scale)
+        np.testing.assert_allclose(g, w.numpy(), rtol=1e-4, atol=1e-5 * scale)
+
+
+def test_calls_left_on_the_cpu_say_why(tmp_path) -> None:
+    _, _, result, _ = _bundle(tmp_path, "transformer")
+    reasons = {n.cpu_reason for n in result.graph.nodes if n.op != "nee::delegate_call"}
+    assert any("int64 tensor tokens: the XNNPACK delegate runs float32, int8" in r
+               for r in reasons)
+    assert any("without a convolution or matrix product" in r for r in reasons)
+
+
+@pytest.mark.parametrize("rounding, exact", [("single", True), ("double", False)])
+def test_int8_partitions_are_exact_with_xnnpacks_rounding(tmp_path, rounding, exact) -> None:
+    inputs = load_example("cnn").example_inputs()
+    options = Int8Options(calibration=[inputs], rounding=rounding)
+    _, _, result, path = _bundle(tmp_path, "cnn", quantize=options)
+    assert [n.op for n in result.graph.nodes] == ["nee::delegate_call"]
+    arrays = [t.numpy() for t in inputs]
+    got = Program.load(path).run(*arrays)[0].copy()
+    reference = Program.load(path, backends={"xnnpack": Cpu()}).run(*arrays)[0]
+    diff = float(np.abs(got - reference).max())
+    assert (diff <= 1e-6) == exact, diff  # softmax after the int8 part: float rounding only
+
+
+def test_a_runtime_without_litert_falls_back_or_refuses(tmp_path, monkeypatch) -> None:
+    _, inputs, _, path = _bundle(tmp_path, "mlp")
+    _, _, _, strict = _bundle(tmp_path, "cnn", cpu_fallback=False)
+    monkeypatch.delitem(runtime_py.program.BACKENDS, "xnnpack")
+    program = Program.load(path)
+    assert program.partitions[0].backend == "xnnpack" and program.run(
+        *[t.numpy() for t in inputs])
+    with pytest.raises(MissingBackendError, match="xnnpack"):
+        Program.load(strict)
+
+
+def test_the_recipe_key_the_cli_switch_and_inspection(tmp_path) -> None:
+    recipe = tmp_path / "board.toml"
+    recipe.write_text(Path("boards/rpi5.toml").read_text().replace('"xnnpack"', '"xnnpak"'))
+    with pytest.raises(ExportError, match=r"cpu_delegate.*one of \['xnnpack'\]"):
+        load_board(str(recipe))
+    out = tmp_path / "cnn.nee"
+    args = ["examples/cnn.py:Model", "-o", str(out), "--board", "rpi5"]
+    assert CliRunner().invoke(export_main, args).exit_code == 0
+    shown = CliRunner().invoke(inspect_main, [str(out)]).output
+    assert "xnnpack" in shown and "litert-xnnpack" in shown
+    assert CliRunner().invoke(export_main, [*args, "--no-cpu-delegate"]).exit_code == 0
+    assert not load_bundle(out).bundle.delegates
+
+
+def test_offsets_are_one_per_input_and_output_or_none(tmp_path) -> None:
+    _, _, _, path = _bundle(tmp_path, "mlp")
+    bundle, write = _repack(path, tmp_path, "forged.nee")
+    bundle.delegates[0].inputOffsets = [0]
+    with pytest.raises(BundleError, match="or none"):
+        load_bundle(write())
+
