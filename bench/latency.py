@@ -13,7 +13,9 @@ install executorch==1.5.1``) the peer runtime is timed too: its portable CPU ker
 role as NEE's numpy kernels) and its XNNPACK delegate. With --xnnpack, NEE's XNNPACK delegate
 (the model exported for board rpi5, whose recipe names it; LiteRT runs the partitions) is timed
 too, paired with the numpy program run for run: its ms and numpy/xnnpack (> 1: the delegate
-faster); with both flags, ET-xnnpack / NEE-best (NEE's faster backend for the board).
+faster); with both flags, ET-xnnpack / NEE-best (NEE's faster backend for the board, timed run
+for run beside ExecuTorch's XNNPACK delegate: the median of the per-pair ratios, >= 1: NEE as
+fast or faster).
 """
 
 from __future__ import annotations
@@ -58,8 +60,10 @@ def _paired_ms(first, second, runs: int) -> tuple[float, float, list[float]]:
     return statistics.median(a) * 1e3, statistics.median(b) * 1e3, ratios
 
 
-def executorch_ms(model, inputs, runs: int) -> dict[str, float]:
-    """ExecuTorch portable kernels and XNNPACK delegate latency for the same model."""
+def executorch_ms(model, inputs, runs: int, partner=None) -> dict[str, float]:
+    """ExecuTorch portable kernels and XNNPACK delegate latency for the same model; with
+    ``partner`` (NEE's best backend), the XNNPACK delegate is timed run for run beside it and
+    ``et_xnnpack_over_best`` is the median of the per-pair ratios."""
     import torch
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower
@@ -70,14 +74,19 @@ def executorch_ms(model, inputs, runs: int) -> dict[str, float]:
         program = to_edge_transform_and_lower(torch.export.export(model, inputs),
                                               partitioner=partitioner).to_executorch()
         method = Runtime.get().load_program(program.buffer).load_method("forward")
-        times[label] = _median_ms(lambda m=method: m.execute(list(inputs)),
-                                  max(3, runs // 5) if not partitioner else runs)
+        call = lambda m=method: m.execute(list(inputs))  # noqa: E731
+        if partitioner and partner is not None:
+            _, times[label], ratios = _paired_ms(partner, call, runs)
+            times["et_xnnpack_over_best"] = statistics.median(ratios)
+        else:
+            times[label] = _median_ms(call, max(3, runs // 5) if not partitioner else runs)
     return times
 
 
 def xnnpack_ms(model, inputs, name: str, folder: Path, program, runs: int,
-               threads: int) -> dict[str, float]:
-    """NEE with the XNNPACK delegate (board rpi5), paired with ``program`` (numpy)."""
+               threads: int) -> tuple[dict[str, float], object]:
+    """NEE with the XNNPACK delegate (board rpi5), paired with ``program`` (numpy); and the
+    faster of the two (a call running it)."""
     from runtime_py.backends.xnnpack import Xnnpack
     from runtime_py.program import Program
     from toolchain.boards import load_board
@@ -90,8 +99,9 @@ def xnnpack_ms(model, inputs, name: str, folder: Path, program, runs: int,
     arrays = [t.numpy() for t in inputs]
     fast_ms, _, ratios = _paired_ms(lambda: delegated.run(*arrays),
                                     lambda: program.run(*arrays), runs)
-    return {"xnnpack_ms": fast_ms, "numpy_over_xnnpack": statistics.median(ratios),
-            "xnnpack_partitions": len(delegated.partitions)}
+    best = delegated if statistics.median(ratios) >= 1 else program
+    return ({"xnnpack_ms": fast_ms, "numpy_over_xnnpack": statistics.median(ratios),
+             "xnnpack_partitions": len(delegated.partitions)}, lambda: best.run(*arrays))
 
 
 def measure(models: list[str], runs: int, threads: int, peer: bool,
@@ -118,12 +128,12 @@ def measure(models: list[str], runs: int, threads: int, peer: bool,
                                                       lambda p=program, a=arrays: p.run(*a), runs)
             profile = [(call.op, t) for call, t in program.profile(*arrays)]
             quartiles = (ratios[len(ratios) // 4], ratios[(3 * len(ratios)) // 4])
+            fast, best = (xnnpack_ms(model, inputs, name, Path(tmp), program, runs, threads)
+                          if xnnpack else ({}, None))
             rows.append({"model": name, "threads": threads, "nee_ms": nee_ms,
                          "torch_ms": torch_ms, "ratio": statistics.median(ratios),
-                         "quartiles": quartiles, "profile": profile,
-                         **(executorch_ms(model, inputs, runs) if peer else {}),
-                         **(xnnpack_ms(model, inputs, name, Path(tmp), program, runs, threads)
-                            if xnnpack else {})})
+                         "quartiles": quartiles, "profile": profile, **fast,
+                         **(executorch_ms(model, inputs, runs, best) if peer else {})})
     return rows
 
 
@@ -186,8 +196,7 @@ def main() -> None:
         if args.xnnpack:
             line += f" {row['xnnpack_ms']:14.3f} {row['numpy_over_xnnpack']:13.2f}"
         if args.xnnpack and args.executorch:
-            best = min(row["nee_ms"], row["xnnpack_ms"])
-            line += f" {row['et_xnnpack_ms'] / best:19.2f}"
+            line += f" {row['et_xnnpack_over_best']:19.2f}"
         print(line)
     if args.profile:
         _print_profile(max(rows, key=lambda r: r["ratio"]))

@@ -243,3 +243,34 @@ def test_the_resolver_list_covers_every_builtin_written(exported, int8_programs,
                            (float_result.kernels, to_tflite(float_result.graph))):
         builtins, without = tflite_builtins(kernels)
         assert set(builtin_ops(model)) <= set(builtins) and not without
+
+
+class _UnfusableActivations(torch.nn.Module):
+    """Float activations TFLite cannot fuse into a convolution or linear layer (hardswish,
+    hardsigmoid, sigmoid, tanh), fused into them by NEE, and a hardsigmoid of its own."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.a, self.b = torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.Conv2d(8, 8, 1)
+        self.c, self.fc = torch.nn.Conv2d(8, 8, 3, padding=1, groups=8), torch.nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.nn.functional.hardswish(self.a(x))
+        y = torch.nn.functional.hardsigmoid(self.b(y)) * torch.tanh(self.c(y)).mean((2, 3), True)
+        y = torch.nn.functional.hardsigmoid(y + 0.5)
+        return torch.sigmoid(self.fc(y.mean(dim=(2, 3))))
+
+
+def test_unfusable_float_activations_are_ops_of_their_own(tmp_path):
+    inputs = (torch.randn(1, 3, 8, 8),)
+    result = export(_UnfusableActivations(), inputs, planner="greedy")
+    fused = {n.args.get("activation") for n in result.graph.nodes}
+    assert {"aten::hardswish.out", "aten::hardsigmoid.out", "aten::tanh.out",
+            "aten::sigmoid.out"} <= fused
+    path = tmp_path / "acts.nee"
+    write_bundle(result, path)
+    arrays = [t.numpy() for t in inputs]
+    ours = Program.load(path).run(*arrays)
+    theirs = run_litert(to_tflite(result.graph), arrays)
+    assert max_rel_diff(theirs[0], ours[0]) <= FLOAT_TOLERANCE

@@ -15,7 +15,8 @@ Int8: tensors keep their ``Quant``; weights are OHWI (depthwise 1HWO, quantized_
 [N, K] for FULLY_CONNECTED, biases int32 at scale input_scale * weight_scale. The kernels'
 requantization arguments are not written: TFLite derives them from the scales, as
 ``toolchain.quantize.fixed_point`` does. A clamp (activation_min/max) becomes the fused
-activation with that range for the output's parameters; a lookup table the TFLite op whose
+activation with that range for the output's parameters (a float op's fused hardswish, sigmoid or
+tanh, which TFLite cannot fuse, its own op after it); a lookup table the TFLite op whose
 table it is. torch's symmetric padding becomes SAME or VALID where one is equal, else a PAD op
 (PADV2 with the lowest value before max pooling, where padding must never win).
 """
@@ -44,6 +45,9 @@ Perm = tuple[int, ...]  # TFLite dim i holds NEE dim perm[i]
 NHWC: Perm = (0, 2, 3, 1)
 FUSED = ("RELU", "RELU6", "RELU_N1_TO_1")  # TFLite's fused clamps
 CLAMPS = {(0.0, 6.0): "RELU6", (-1.0, 1.0): "RELU_N1_TO_1"}  # hardtanh bounds -> TFLite
+# Float activations TFLite cannot fuse into an op, written after it (see ``_activated``).
+ACTIVATION_OPS = ("aten::hardswish.out", "aten::sigmoid.out", "aten::tanh.out",
+                  "aten::hardsigmoid.out")
 # Operator versions are 1 (runtimes accept every version from 1, and no more is needed) but
 # where TFLite's first version is later: BROADCAST_TO starts at 2.
 FIRST_VERSIONS = {"BROADCAST_TO": 2}
@@ -306,6 +310,48 @@ def _fused(p: _Program, node: Node) -> str:
                         a.get("act_max_val", 1.0))
 
 
+def _activated(p: _Program, node: Node, perm: Perm) -> tuple[int, str, Callable[[], None]]:
+    """Where a float op with a fused ``activation`` writes, the activation TFLite fuses into it,
+    and what to emit after the op: an activation of ACTIVATION_OPS goes to a temporary that
+    its own op then maps into the node's output."""
+    act = node.args.get("activation")
+    if "activation_min" in node.args or act not in ACTIVATION_OPS:
+        return p.output(node, perm), _fused(p, node), lambda: None
+    name = node.outputs[0]
+    temporary = p.tensor(f"{name}/{act}", p.shape(name, perm), name)
+
+    def finish() -> None:
+        _activation(p, act, temporary, p.output(node, perm), name, perm)
+
+    return temporary, "NONE", finish
+
+
+def _activation(p: _Program, act: str, x: int, y: int, name: str, perm: Perm) -> None:
+    """Float activation ``act`` of TFLite tensor ``x`` into ``y`` (NEE tensor ``name``'s
+    shape in ``perm``): its TFLite op, or hardsigmoid as relu6(x + 3) * (1/6)."""
+    if act != "aten::hardsigmoid.out":
+        builtin = {"aten::hardswish.out": "HARD_SWISH", "aten::sigmoid.out": "LOGISTIC",
+                   "aten::tanh.out": "TANH"}[act]
+        p.op(builtin, [x], [y])
+        return
+    shifted = p.tensor(f"{name}/plus3", p.shape(name, perm), name)
+    dtype = p.graph.tensors[name].dtype
+    p.op("ADD", [x, p.const(f"{name}/3", np.array(3, dtype))], [shifted],
+         tfl.add_options("RELU6"))
+    p.op("MUL", [shifted, p.const(f"{name}/sixth", np.array(1 / 6, dtype))], [y],
+         tfl.mul_options())
+
+
+def _hardsigmoid(p: _Program, node: Node) -> None:
+    """A float hardsigmoid call (int8 ones are lookup tables), in its input's layout."""
+    x = node_inputs(node)[0]
+    if p.graph.tensors[x].dtype != "float32":
+        raise _refuse(node, "a float32 hardsigmoid", p.graph.tensors[x].dtype,
+                      "int8 hardsigmoid is a lookup table")
+    perm = p.layout(x)
+    _activation(p, node.op, p.value(x, perm), p.output(node, perm), node.outputs[0], perm)
+
+
 def _int8_clamp(p: _Program, node: Node, low: int, high: int) -> str:
     if (low, high) == (INT8_MIN, INT8_MAX):
         return "NONE"
@@ -423,13 +469,15 @@ def _conv(p: _Program, node: Node) -> None:
     filters = weight.transpose((1, 2, 3, 0) if depthwise else (0, 2, 3, 1))
     operands = [source, p.const(a["weight"].name, np.ascontiguousarray(filters), quant),
                 _bias(p, node, "bias", x, a["weight"].name, o)]
+    out, fused, finish = _activated(p, node, NHWC)
     common = {"stride": geometry["stride"], "dilation": geometry["dilation"],
-              "padding": padding, "activation": _fused(p, node)}
+              "padding": padding, "activation": fused}
     if depthwise:
-        p.op("DEPTHWISE_CONV_2D", operands, [p.output(node, NHWC)],
+        p.op("DEPTHWISE_CONV_2D", operands, [out],
              tfl.depthwise_conv2d_options(o // channels, **common))
     else:
-        p.op("CONV_2D", operands, [p.output(node, NHWC)], tfl.conv2d_options(**common))
+        p.op("CONV_2D", operands, [out], tfl.conv2d_options(**common))
+    finish()
 
 
 def _fully_connected(p: _Program, node: Node, x: str, weight: str, data: np.ndarray,
@@ -439,8 +487,10 @@ def _fully_connected(p: _Program, node: Node, x: str, weight: str, data: np.ndar
     operands = [p.value(x, _identity(rank)),
                 p.const(f"{weight}@nk", np.ascontiguousarray(data), p.graph.tensors[weight].quant),
                 _bias(p, node, bias_key, x, weight, n)]
-    p.op("FULLY_CONNECTED", operands, [p.output(node, _identity(rank))],
-         tfl.fully_connected_options(_fused(p, node), keep_num_dims=rank > 2))
+    out, fused, finish = _activated(p, node, _identity(rank))
+    p.op("FULLY_CONNECTED", operands, [out],
+         tfl.fully_connected_options(fused, keep_num_dims=rank > 2))
+    finish()
 
 
 def _linear_int8(p: _Program, node: Node) -> None:
@@ -658,6 +708,7 @@ CONVERTERS: dict[str, Converter] = {
     "aten::sigmoid.out": _unary("LOGISTIC"),
     "aten::tanh.out": _unary("TANH"),
     "aten::hardswish.out": _unary("HARD_SWISH"),
+    "aten::hardsigmoid.out": _hardsigmoid,
 }
 
 
