@@ -87,7 +87,6 @@ def xnnpack_ms(model, inputs, name: str, folder: Path, program, runs: int,
                threads: int) -> tuple[dict[str, float], object]:
     """NEE with the XNNPACK delegate (board rpi5), paired with ``program`` (numpy); and the
     faster of the two (a call running it)."""
-    from runtime_py.backends.xnnpack import Xnnpack
     from runtime_py.program import Program
     from toolchain.boards import load_board
     from toolchain.export import export
@@ -95,7 +94,7 @@ def xnnpack_ms(model, inputs, name: str, folder: Path, program, runs: int,
 
     path = folder / f"{name}-xnnpack.nee"
     write_bundle(export(model, inputs, name=name, board=load_board("rpi5")), path)
-    delegated = Program.load(path, backends={"xnnpack": Xnnpack(threads)}, threads=threads)
+    delegated = Program.load(path, threads=threads)
     arrays = [t.numpy() for t in inputs]
     fast_ms, _, ratios = _paired_ms(lambda: delegated.run(*arrays),
                                     lambda: program.run(*arrays), runs)

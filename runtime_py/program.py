@@ -122,9 +122,9 @@ class Program:
         # pays for switching numpy settings nor changes the caller's.
         self._numpy = contextvars.copy_context()
         self._numpy.run(configure_numpy)
-        self.calls = self._numpy.run(lambda: [self._bind(node) for node in bundle.nodes or []])
-        # BLAS threads: the caller's, else the board recipe's (in the bundle), else 1
+        # BLAS threads (and a delegate's): the caller's, else the board recipe's, else 1
         self.thread_policy: Fixed | Governor = policy(threads or bundle.threads or 1)
+        self.calls = self._numpy.run(lambda: [self._bind(node) for node in bundle.nodes or []])
         self._busy = shared.busy
         self.closed = False
         self.dim = Bucket.of(bundle)  # the bucket's (or symbolic method's) dynamic dim, if any
@@ -431,7 +431,8 @@ class Program:
             {p.name: self.segment(p.segment) for p in d.payload or []},
             [self.tensors[k] for k in ints(d.inputs)], [self.tensors[k] for k in ints(d.outputs)],
             ints(d.inputOffsets), ints(d.outputOffsets), scratch, fast,
-            _estimate(d.estimate), functools.partial(self._reference, index))
+            _estimate(d.estimate), functools.partial(self._reference, index),
+            self.thread_policy.most)
         self.partitions.append(partition)
         backend = self.backends.get(d.backend, self.backends["cpu"])
         return Call(f"{DELEGATE_CALL}[{index}]", backend.prepare(partition),

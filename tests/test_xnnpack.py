@@ -113,3 +113,9 @@ def test_offsets_are_one_per_input_and_output_or_none(tmp_path) -> None:
     with pytest.raises(BundleError, match="or none"):
         load_bundle(write())
 
+
+
+def test_litert_gets_the_programs_threads(tmp_path) -> None:
+    _, _, _, path = _bundle(tmp_path, "mlp")
+    assert Program.load(path).partitions[0].threads == BOARD.threads  # the recipe's
+    assert Program.load(path, threads=1).partitions[0].threads == 1

@@ -57,6 +57,7 @@ class Partition:
     fast_scratch: np.ndarray | None  # the planned fast (SRAM) scratch, None if none
     estimate: Estimate | None
     reference: Callable[[], list[Bound]]
+    threads: int = 1  # the threads the program may use (its thread policy's most)
 
 
 class Backend(Protocol):

@@ -24,12 +24,10 @@ PACKAGE = "ai_edge_litert"  # the backend is shipped only where this imports
 
 
 class Xnnpack:
-    """Runs .tflite partitions in LiteRT's interpreter with ``threads`` threads."""
+    """Runs .tflite partitions in LiteRT's interpreter, with as many threads as the program may
+    use (``Program.load(threads=N)`` or the board recipe's; XNNPACK's own thread pool)."""
 
     label = "XNNPACK (ai-edge-litert)"
-
-    def __init__(self, threads: int = 1) -> None:
-        self.threads = threads
 
     def prepare(self, partition: Partition) -> Bound:
         """The interpreter of the partition's model, checked against its arena I/O."""
@@ -38,7 +36,7 @@ class Xnnpack:
         model = partition.payload.get("model")
         where = f"partition {partition.index} ({partition.backend})"
         try:
-            interpreter = Interpreter(model_content=bytes(model), num_threads=self.threads)
+            interpreter = Interpreter(model_content=bytes(model), num_threads=partition.threads)
             interpreter.allocate_tensors()
         except (TypeError, ValueError, RuntimeError) as e:
             raise BundleError(where, "a .tflite model LiteRT loads (payload 'model')", str(e),
