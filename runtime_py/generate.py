@@ -2,9 +2,9 @@
 
 The bundle's program takes token ids ``int64[1, L]`` and the position of the first of them
 ``int64[1]``, returns logits ``float[1, L, vocab]``, and keeps the keys and values of every
-position it has seen in its state (e.g. examples/llama.py exported with buckets of ``L``). The
-prompt is prefilled in runs of at most the largest bucket, then each new token is one run at
-L = 1 (the smallest bucket serves it best).
+position it has seen in its state (e.g. examples/llama.py exported with buckets of ``L`` or as
+one symbolic program). The prompt is prefilled in runs of at most the dim's max, then each new
+token is one run at L = 1 (the smallest bucket, or the symbolic program at 1).
 """
 
 from __future__ import annotations

@@ -217,8 +217,11 @@ class Program:
 
     def bucket(self, *inputs: np.ndarray) -> Program:
         """The bucket of this method's entry point that runs ``inputs`` (itself if not
-        bucketed): the smallest at least as large as their size along the dim."""
-        return self if self.dim is None else self._bucket_for(_dim_size(self, inputs))
+        bucketed, a symbolic method included): the smallest at least as large as their size
+        along the dim."""
+        if self.dim is None or self.dim.symbolic:
+            return self
+        return self._bucket_for(_dim_size(self, inputs))
 
     def _bucket_for(self, size: int) -> Program:
         return next(p for p in self._shared.entries[self.loaded.bundle.entry]
@@ -277,8 +280,10 @@ class Program:
 
     def profile(self, *inputs: np.ndarray) -> list[tuple[Call, float]]:
         """Run once, timing each kernel call; returns (call, seconds) in execution order."""
-        if self.dim is not None and self.dim.symbolic and self._at_inputs(inputs) is not self:
-            return self._at_inputs(inputs).profile(*inputs)
+        if self.dim is not None and self.dim.symbolic:
+            target = self._at_inputs(inputs)
+            if target is not self:
+                return target.profile(*inputs)
         timings: list[tuple[Call, float]] = []
         self._start()
         try:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime_py.format import DELEGATE_CALL
-from runtime_py.loader import LoadedBundle, kernel_list, state_bytes
+from runtime_py.loader import LoadedBundle, kernel_list, shared_arenas, state_bytes
 from toolchain.inspect import delegated_macs
 
 REPORT_VERSION = 1
@@ -45,18 +45,16 @@ def bundle_report(loaded: LoadedBundle, path: str | Path) -> dict[str, Any]:
     """The report's description of the bundle at ``path``."""
     b = loaded.bundle
     methods = loaded.methods()
-    tiers: dict[str, dict[str, Any]] = {}  # the arenas all methods share: each the largest
-    for m in methods:
-        for a in (m.bundle.plan.arenas if m.bundle.plan else []) or []:
-            tier = tiers.setdefault(a.tier, {"tier": a.tier, "bytes": 0, "lower_bound": 0,
-                                             "capacity": a.capacity or None})
-            tier["bytes"], tier["lower_bound"] = (max(tier["bytes"], a.size),
-                                                  max(tier["lower_bound"], a.lowerBound))
+    planned = [a for m in methods for a in (m.bundle.plan.arenas if m.bundle.plan else []) or []]
+    arenas = [{"tier": tier, "bytes": size,  # the arenas all methods share
+               "lower_bound": max(a.lowerBound for a in planned if a.tier == tier),
+               "capacity": next(a.capacity for a in planned if a.tier == tier) or None}
+              for tier, size in shared_arenas(methods).items()]
     return {
         "model": b.model, "producer": b.producer, "board": b.board or None,
         "bundle": {"path": str(path), "bytes": Path(path).stat().st_size,
                    "weight_bytes": sum(s.size for s in b.segments or [])},
-        "arenas": list(tiers.values()),
+        "arenas": arenas,
         "state_bytes": state_bytes(b),
         "methods": [{"name": m.method_name, "arenas": {a.tier: a.size for a in (
             m.bundle.plan.arenas if m.bundle.plan else []) or []}} for m in methods],

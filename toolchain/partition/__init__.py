@@ -98,10 +98,10 @@ def subgraph(graph: Graph, run: list[Node], order: list[Node]) -> Graph:
 
 
 def tflite_reason(graph: Graph, node: Node, dtypes: tuple[str, ...], device: str,
-                  compiler: str) -> str:
+                  compiler: str, dtype_hint: str = "") -> str:
     """Why ``node`` cannot go to a ``device`` that runs ``dtypes`` feature maps and receives its
-    partitions as .tflite through ``compiler`` ("" if it can): state, another dtype, no TFLite
-    builtin, an argument TFLite has no equivalent for."""
+    partitions as .tflite through ``compiler`` ("" if it can): state, another dtype (with
+    ``dtype_hint`` after it), no TFLite builtin, an argument TFLite has no equivalent for."""
     from toolchain.errors import ExportError
     from toolchain.serialize.tflite_program import CONVERTERS, to_tflite
 
@@ -114,7 +114,8 @@ def tflite_reason(graph: Graph, node: Node, dtypes: tuple[str, ...], device: str
              if graph.tensors[n].dtype not in dtypes and not graph.is_const(n)]
     if other:
         t = graph.tensors[other[0]]
-        return f"{t.dtype} tensor {t.name}: the {device} runs {', '.join(dtypes)} feature maps"
+        return (f"{t.dtype} tensor {t.name}: the {device} runs {', '.join(dtypes)} feature maps"
+                + dtype_hint)
     if node.op not in CONVERTERS:
         return f"no TFLite builtin for it (partitions reach {compiler} as .tflite)"
     try:

@@ -74,11 +74,9 @@ def _accepted(node: Node) -> bool:
 
 
 def _static_reason(graph: Graph, node: Node) -> str:
-    reason = tflite_reason(graph, node, FEATURE_DTYPES, "NPU", "Vela")
     quantized = any(x.quant is not None for x in graph.tensors.values())
-    if reason.endswith("feature maps") and not quantized:
-        reason += " (export with --quantize int8)"
-    return reason
+    return tflite_reason(graph, node, FEATURE_DTYPES, "NPU", "Vela",
+                         "" if quantized else " (export with --quantize int8)")
 
 
 QUANTIZE = "nee::quantize_per_tensor.out"
