@@ -4,7 +4,10 @@ Spatial ops share :class:`_Window` (kernel/stride/padding/dilation geometry). Co
 BLAS matmul over an im2col column buffer (built with one strided copy of the input padded into
 scratch; 1x1 convs read the input directly). Depthwise convolution and max/avg pooling instead
 combine taps over stride phase planes of the input (``_phase_taps``), so that each tap is one
-long contiguous run; max pooling with indices walks strided tap views (``_Window.taps``).
+long contiguous run; where numpy's per-call cost dominates, depthwise convolution with a large
+kernel over a small image multiplies all taps at once (one strided window view, then one sum),
+and pooling at stride 1 or over non-overlapping unpadded windows combines along W, then along H.
+Max pooling with indices walks strided tap views (``_Window.taps``).
 All but batch norm and max pooling with indices are prepared at load (``Kernel.prepared``):
 views and geometry are made once.
 """
@@ -131,19 +134,32 @@ class _ConvPlan:
     work: tuple[int, ...] | None  # im2col columns (for ``tile`` output rows); depthwise:
     # accumulator and product runs
     depthwise: bool
-    tile: int  # output rows per im2col matmul, or channels per depthwise block (all of them
-    # unless a budget forced tiles)
+    tile: int  # output rows per im2col matmul or windowed product, or channels per depthwise
+    # block (all of them unless a budget forced tiles)
     channels_last: bool = False  # depthwise over a channels-last copy (``padded``, ``work``
     # then have the channels last)
+    acc: tuple[int, ...] | None = None  # windowed depthwise: the channels-last accumulator
+    # (``work`` is then the (N, tile, Wo, KH, KW, C) product)
 
     @property
     def nbytes(self) -> int:
-        return workspace_bytes(*((s, "float32") for s in (self.padded, self.work) if s))
+        return workspace_bytes(*((s, "float32") for s in (self.padded, self.work, self.acc)
+                                 if s))
 
 
 # Depthwise convolution works in channel blocks whose planes and accumulators fit in this many
 # bytes (a typical L2 cache): 1.1-1.8x faster than whole-tensor passes on mobilenet-sized layers.
 DEPTHWISE_BLOCK_BYTES = 512 * 1024
+
+# Depthwise convolution with at least WINDOWED_TAPS taps and at most WINDOWED_POSITIONS output
+# positions multiplies all taps at once (``_depthwise_windowed``), in output-row tiles whose
+# product fits in WINDOWED_BYTES (a row that does not: per tap): 0.5-0.85x the per-tap time on
+# mobilenet_v3_small's 5x5 layers (outputs 3x3 and 6x6); 3x3 kernels gain little or lose
+# (0.8-1.6x), outputs of 9x9 and up lose (1.0-2.7x) and so do 7x7 kernels over 384 channels
+# (0.9-1.5x, 527 KB rows): there the per-tap calls are long enough to amortise numpy's overhead.
+WINDOWED_TAPS = 25
+WINDOWED_POSITIONS = 64
+WINDOWED_BYTES = 256 * 1024
 
 
 @functools.lru_cache(maxsize=1024)
@@ -153,9 +169,10 @@ def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: IntLi
     """The plan of a conv1d/conv2d call (conv1d as conv2d over a height-1 image); int-list args
     are tuples (hashable), as the runtime passes them. With a ``budget`` (scratch bytes), the
     im2col columns cover as many output rows as fit (at least one) instead of all of them.
-    Depthwise convolution works on as many channels at a time as fit in the budget and in
-    DEPTHWISE_BLOCK_BYTES (at least one), or channels-last when the image is smaller than the
-    channel count."""
+    Depthwise convolution is windowed for large kernels over few output positions, else
+    channels-last when the image is smaller than the channel count, else (or if those do not
+    fit the budget) works on as many channels at a time as fit in the budget and in
+    DEPTHWISE_BLOCK_BYTES (at least one)."""
     if len(w_shape) == 3:
         x_shape, w_shape = (*x_shape[:2], 1, x_shape[2]), (*w_shape[:2], 1, w_shape[2])
         stride, padding, dilation = ((first, *expand_param(v, 1)) for first, v in
@@ -172,11 +189,14 @@ def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: IntLi
     depthwise = groups == c == o
     padded = None if pads is None else _padded_shape(x_shape, pads)
     tile = out_hw[0]
-    if depthwise and out_hw[0] * out_hw[1] < c:  # numpy's loops: over channels, not rows
-        plan = _channels_last_plan(win, out_shape, pads, padded or x_shape)
-        if budget is None or plan.nbytes <= budget:
-            return plan
     if depthwise:
+        positions = out_hw[0] * out_hw[1]
+        windowed = (kh * kw >= WINDOWED_TAPS and positions <= WINDOWED_POSITIONS
+                    and _windowed_rows(win, out_shape) > 0)
+        for plan in [_channels_last_plan(win, out_shape, pads, padded or x_shape, kind)
+                     for kind, wanted in ((True, windowed), (False, positions < c)) if wanted]:
+            if budget is None or plan.nbytes <= budget:  # numpy's loops over channels
+                return plan
         planes, run = _phase_planes((n, 1), win)
         per_channel = (math.prod(planes) + 2 * math.prod(run)) * 4
         room = DEPTHWISE_BLOCK_BYTES if budget is None else min(budget, DEPTHWISE_BLOCK_BYTES)
@@ -195,13 +215,25 @@ def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: IntLi
 
 
 def _channels_last_plan(win: _Window, out_shape: tuple[int, ...],
-                        pads: tuple[tuple[int, int], ...] | None,
-                        padded: tuple[int, ...]) -> _ConvPlan:
+                        pads: tuple[tuple[int, int], ...] | None, padded: tuple[int, ...],
+                        windowed: bool) -> _ConvPlan:
     """Depthwise plan over channels-last copies: the padded input (N, Hp, Wp, C) and the
-    accumulator and product (N, Ho, Wo, C)."""
+    accumulator and product (N, Ho, Wo, C); ``windowed``: the accumulator and the all-taps
+    product of ``_windowed_rows`` output rows."""
     n, c, ho, wo = out_shape
-    return _ConvPlan(win, out_shape, pads, (n, *padded[2:], c), (2, n, ho, wo, c),
-                     depthwise=True, tile=c, channels_last=True)
+    padded = (n, *padded[2:], c)
+    if not windowed:
+        return _ConvPlan(win, out_shape, pads, padded, (2, n, ho, wo, c), depthwise=True,
+                         tile=c, channels_last=True)
+    rows = _windowed_rows(win, out_shape)
+    return _ConvPlan(win, out_shape, pads, padded, (n, rows, wo, *win.kernel, c), depthwise=True,
+                     tile=rows, channels_last=True, acc=(n, ho, wo, c))
+
+
+def _windowed_rows(win: _Window, out_shape: tuple[int, ...]) -> int:
+    """Output rows whose all-taps float32 product fits in WINDOWED_BYTES (0: not even one)."""
+    n, c, ho, wo = out_shape
+    return min(ho, WINDOWED_BYTES // (n * wo * math.prod(win.kernel) * c * 4))
 
 
 def _phase_planes(lead: Sequence[int], win: _Window) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -303,6 +335,33 @@ def _depthwise_channels_last(x: np.ndarray, weight: np.ndarray, plan: _ConvPlan,
     weights = np.ascontiguousarray(weight.reshape(weight.shape[0], -1).T)
     return _tap_sum(_fill_padded(padded, x, plan.pads, 0), taps, list(weights), acc, prod,
                     acc.transpose(0, 3, 1, 2), out)
+
+
+def _depthwise_windowed(x: np.ndarray, weight: np.ndarray, plan: _ConvPlan,
+                        scratch: np.ndarray | None, out: np.ndarray) -> Bound:
+    """All taps at once over a channels-last copy of the padded input, ``plan.tile`` output rows
+    at a time: one multiply of the (N, rows, Wo, KH, KW, C) window view by the (KH, KW, C)
+    weights, one sum over the taps into the accumulator (2 numpy calls per tile, not 2 per tap).
+    """
+    ws = Workspace(scratch)
+    padded = ws.take(plan.padded, out.dtype).transpose(0, 3, 1, 2)  # (N, C, Hp, Wp) view
+    prod, acc = ws.take(plan.work, out.dtype), ws.take(plan.acc, out.dtype)
+    windows = plan.win.columns(padded).transpose(0, 4, 5, 2, 3, 1)  # (N, Ho, Wo, KH, KW, C)
+    weights = np.ascontiguousarray(weight[:, 0].transpose(1, 2, 0))
+    ho, rows = acc.shape[1], plan.tile
+    tiles = [(windows[:, r:r + rows], prod[:, :min(rows, ho - r)], acc[:, r:r + rows])
+             for r in range(0, ho, rows)]
+    fill = _fill_padded(padded, x, plan.pads, 0)
+    result = acc.transpose(0, 3, 1, 2)
+
+    def run() -> None:
+        fill()
+        for src, product, dst in tiles:
+            np.multiply(src, weights, out=product)
+            np.sum(product, axis=(3, 4), out=dst)
+        np.copyto(out, result)
+
+    return run
 
 
 def _phase_fill(x: np.ndarray, plane: np.ndarray, origin: tuple[int, int],
@@ -409,7 +468,9 @@ def convolution(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
                           scratch.nbytes)
     if weight.ndim == 3:  # conv1d as conv2d over a height-1 image
         input, weight, out = input[:, :, None], weight[:, :, None], out[:, :, None]
-    if plan.channels_last:
+    if plan.acc:
+        compute = _depthwise_windowed(input, weight, plan, scratch, out)
+    elif plan.channels_last:
         compute = _depthwise_channels_last(input, weight, plan, scratch, out)
     elif plan.depthwise:
         compute = _depthwise(input, weight, plan, scratch, out)
@@ -461,17 +522,34 @@ def max_pool2d_with_indices(self: np.ndarray, kernel_size: IntList, stride: IntL
 def max_pool2d(self: np.ndarray, kernel_size: IntList, stride: IntList = (),
                padding: IntList = (0, 0), dilation: IntList = (1, 1), ceil_mode: bool = False,
                *, out: np.ndarray, scratch: np.ndarray | None = None) -> Bound:
-    """Max over windows without indices (NaN propagates, as in torch): one np.maximum per tap
-    over the input's phase planes padded with -inf (int8: -128)."""
+    """Max over windows without indices (NaN propagates, as in torch): np.maximum over the
+    input padded with -inf (int8: -128), see ``_pool``."""
     del ceil_mode  # the output size (from out.shape) already reflects it
     x, out = _batched(self, out)
     win = _Window.of(kernel_size, stride, padding, dilation, out.shape[2:])
-    return _pool_taps(x, win, _lowest(x.dtype), np.maximum, Workspace(scratch), out)
+    return _pool(x, win, _lowest(x.dtype), np.maximum, Workspace(scratch), out)
+
+
+def _separable(win: _Window, hw: Sequence[int]) -> bool:
+    """Whether pooling combines one axis at a time (``_pool_separable``): at stride 1, or over
+    unpadded windows the size of the stride. Measured 0.4-0.8x the per-tap time there (k2 s2
+    of 8-96 pixel images, k3/k5 s1 p1/p2); 1.0-1.2x for k3 s2 and padded k2 s2 (resnet18's
+    max pool), whose strided rows make numpy's loops short."""
+    return win.stride == (1, 1) or (win.stride == win.kernel and win.pads(hw) is None)
+
+
+def _pool(x: np.ndarray, win: _Window, pad: float, combine: np.ufunc, ws: Workspace,
+          out: np.ndarray) -> Bound:
+    """out = ``combine`` over the windows of ``x`` padded with ``pad``: separably if
+    ``_separable``, else tap by tap."""
+    pool = _pool_separable if _separable(win, x.shape[-2:]) else _pool_taps
+    return pool(x, win, pad, combine, ws, out)
 
 
 def _pool_taps(x: np.ndarray, win: _Window, pad: float, combine: np.ufunc, ws: Workspace,
                out: np.ndarray) -> Bound:
-    """out = ``combine`` of every tap of ``win`` over ``x`` padded with ``pad``."""
+    """out = ``combine`` of every tap of ``win`` over the phase planes of ``x`` padded with
+    ``pad`` (``_phase_taps``)."""
     (first, *rest), fill, valid = _phase_taps(x, win, pad, ws)
     acc = ws.take(first.shape, out.dtype)
     result = valid(acc)
@@ -484,6 +562,42 @@ def _pool_taps(x: np.ndarray, win: _Window, pad: float, combine: np.ufunc, ws: W
         np.copyto(out, result)
 
     return long_loops(run)
+
+
+def _pool_separable(x: np.ndarray, win: _Window, pad: float, combine: np.ufunc, ws: Workspace,
+                    out: np.ndarray) -> Bound:
+    """out = ``combine`` over the windows of ``x`` padded with ``pad``, one axis at a time: the
+    KW taps of each padded row into a (..., rows, Wo) buffer, then the KH taps of its rows."""
+    padded, fill = _padding(x, win.pads(x.shape[-2:]), pad, ws)
+    along_w, along_h = _separated(win)
+    rows = ws.take((*x.shape[:-2], along_w.out_hw[0], win.out_hw[1]), out.dtype)
+    calls = [fill, *_combined(along_w.taps(padded), combine, rows),
+             *_combined(along_h.taps(rows), combine, out)]
+
+    def run() -> None:
+        for call in calls:
+            call()
+
+    return long_loops(run)
+
+
+def _separated(win: _Window) -> tuple[_Window, _Window]:
+    """``win`` as a (1, KW) window over the padded rows its windows read, then a (KH, 1) one."""
+    (kh, kw), (sh, sw), (dh, dw), (ho, wo) = win.kernel, win.stride, win.dilation, win.out_hw
+    rows = (ho - 1) * sh + dh * (kh - 1) + 1
+    return (_Window((1, kw), (1, sw), (0, 0), (1, dw), (rows, wo)),
+            _Window((kh, 1), (sh, 1), (0, 0), (dh, 1), (ho, wo)))
+
+
+def _combined(taps: Iterator[tuple[int, int, np.ndarray]], combine: np.ufunc,
+              out: np.ndarray) -> list[Bound]:
+    """The calls writing ``combine`` of the taps into out (a copy of a single tap), computed in
+    out's dtype (int8 taps sum into float32 without overflow)."""
+    first, *rest = (tap for _, _, tap in taps)
+    if not rest:
+        return [functools.partial(np.copyto, out, first)]
+    return [functools.partial(combine, first, rest[0], out=out, dtype=out.dtype),
+            *(functools.partial(combine, out, tap, out=out) for tap in rest[1:])]
 
 
 def _pool_window(self: np.ndarray, kernel_size: IntList, stride: IntList, padding: IntList,
@@ -547,13 +661,21 @@ def _pool_scratch(self: np.ndarray, kernel_size: IntList, stride: IntList = (),
     return workspace_bytes(*regions)
 
 
-def _phase_scratch(self: np.ndarray, kernel_size: IntList, stride: IntList = (),
-                   padding: IntList = (0, 0), dilation: IntList = (1, 1),
-                   ceil_mode: bool = False, **_: object) -> int:
-    """max_pool2d/avg_pool2d: the phase planes and an accumulator run."""
+def _combine_scratch(self: np.ndarray, kernel_size: IntList, stride: IntList = (),
+                     padding: IntList = (0, 0), dilation: IntList = (1, 1),
+                     ceil_mode: bool = False, **_: object) -> int:
+    """max_pool2d/avg_pool2d: the padded input (if padded) and the row-combined buffer when
+    ``_separable``, else the phase planes and an accumulator run; the input's copies in its
+    dtype, the rest as float32 (avg_pool2d_int8 sums int8 into float32)."""
     win = _pool_window(self, kernel_size, stride, padding, dilation, ceil_mode)
-    planes, run = _phase_planes(self.shape[:-2], win)
-    return workspace_bytes((planes, self.dtype), (run, "float32"))  # planes in the input's dtype
+    lead, hw = self.shape[:-2], self.shape[-2:]
+    if not _separable(win, hw):
+        planes, run = _phase_planes(lead, win)
+        return workspace_bytes((planes, self.dtype), (run, "float32"))
+    pads = win.pads(hw)
+    padded = [(_padded_shape(self.shape, pads), self.dtype)] if pads else []
+    rows = (*lead, _separated(win)[0].out_hw[0], win.out_hw[1])
+    return workspace_bytes(*padded, (rows, "float32"))
 
 
 def _pool_counts(win: _Window, axis: int, size: int, count_include_pad: bool) -> np.ndarray:
@@ -569,11 +691,11 @@ def avg_pool2d(self: np.ndarray, kernel_size: IntList, stride: IntList = (),
                padding: IntList = (0, 0), ceil_mode: bool = False, count_include_pad: bool = True,
                divisor_override: int | None = None, *, out: np.ndarray,
                scratch: np.ndarray | None = None) -> Bound:
-    """Window sums (tap by tap over zero-padded phase planes) divided per torch's rules."""
+    """Window sums (``_pool`` over the zero-padded input) divided per torch's rules."""
     del ceil_mode  # reflected in out.shape
     x, out = _batched(self, out)
     win = _Window.of(kernel_size, stride, padding, 1, out.shape[2:])
-    sums = _pool_taps(x, win, 0, np.add, Workspace(scratch), out)
+    sums = _pool(x, win, 0, np.add, Workspace(scratch), out)
     if divisor_override:
         divisor = np.float32(divisor_override)
     else:
@@ -585,7 +707,7 @@ def avg_pool2d(self: np.ndarray, kernel_size: IntList, stride: IntList = (),
 def _avg_pool_scratch(self: np.ndarray, kernel_size: IntList, stride: IntList = (),
                       padding: IntList = (0, 0), ceil_mode: bool = False,
                       **_: object) -> int:
-    return _phase_scratch(self, kernel_size, stride, padding, 1, ceil_mode)
+    return _combine_scratch(self, kernel_size, stride, padding, 1, ceil_mode)
 
 
 def _channel_shape(ndim: int) -> tuple[int, ...]:
@@ -807,7 +929,7 @@ KERNELS: dict[str, Kernel] = {
                                              check=check_conv),
     "aten::max_pool2d_with_indices.out": Kernel(max_pool2d_with_indices, FLOAT | INT8,
                                                 scratch=_pool_scratch, check=check_pool),
-    "nee::max_pool2d.out": Kernel.prepared(max_pool2d, FLOAT | INT8, scratch=_phase_scratch,
+    "nee::max_pool2d.out": Kernel.prepared(max_pool2d, FLOAT | INT8, scratch=_combine_scratch,
                                            check=check_pool),
     "aten::avg_pool2d.out": Kernel.prepared(avg_pool2d, FLOAT, scratch=_avg_pool_scratch,
                                             check=check_pool),

@@ -630,6 +630,20 @@ def test_max_pool2d(name: str, case: int) -> None:
     assert_exact(actual, expected, f"{name} {geometry} {mode}")
 
 
+@pytest.mark.parametrize(("kernel", "stride", "padding"), [((2, 2), (2, 2), (0, 0)),
+                                                           ((3, 3), (1, 1), (1, 1))])
+def test_max_pool2d_separable(kernel: tuple[int, int], stride: tuple[int, int],
+                              padding: tuple[int, int]) -> None:
+    """Geometries pooled one axis at a time (``nn._separable``; the random cases are not):
+    the -128 padding is never picked, as torch's float max pooling of the same values."""
+    x = random_int8(np.random.default_rng(0), (2, 3, 9, 7))
+    expected = torch.nn.functional.max_pool2d(torch.from_numpy(x.astype(np.float32)), kernel,
+                                              stride, padding).numpy().astype(np.int8)
+    actual = run_kernel("nee::max_pool2d.out", expected.shape, self=x, kernel_size=kernel,
+                        stride=stride, padding=padding)
+    assert_exact(actual, expected, f"max_pool2d {kernel} {stride} {padding}")
+
+
 @pytest.mark.parametrize("case", range(CASES))
 def test_mean(case: int) -> None:
     rng = np.random.default_rng(case)

@@ -37,6 +37,7 @@ CONV_CASES = {
     "grouped": ((1, 8, 7, 7), (12, 2, 3, 3), [1, 1], [1, 1], [1, 1], 4),
     "depthwise": ((2, 6, 9, 9), (6, 1, 3, 3), [1, 1], [1, 1], [1, 1], 6),
     "depthwise-s2-5x5": ((1, 8, 11, 11), (8, 1, 5, 5), [2, 2], [2, 2], [1, 1], 8),
+    "depthwise-large-5x5": ((1, 8, 20, 20), (8, 1, 5, 5), [2, 2], [2, 2], [1, 1], 8),
     "depthwise-dilated": ((1, 4, 10, 10), (4, 1, 3, 3), [1, 1], [2, 2], [2, 2], 4),
     "depth-multiplier": ((1, 4, 6, 6), (8, 1, 3, 3), [1, 1], [1, 1], [1, 1], 4),
     # out_h * out_w < channels: the channels-last path
@@ -44,11 +45,15 @@ CONV_CASES = {
     "depthwise-small-s2-7x7": ((1, 64, 7, 6), (64, 1, 7, 7), [2, 2], [3, 3], [1, 1], 64),
     "depthwise-small-dilated": ((1, 32, 5, 5), (32, 1, 3, 3), [1, 1], [2, 2], [2, 2], 32),
     "depthwise-small-unpadded": ((1, 48, 4, 4), (48, 1, 3, 3), [1, 1], [0, 0], [1, 1], 48),
+    # >= 25 taps over <= 64 output positions: windowed (the last in tiles of 2 output rows)
+    "depthwise-windowed-s2-dilated": ((2, 24, 9, 9), (24, 1, 5, 5), [2, 2], [4, 4], [2, 2], 24),
+    "depthwise-windowed-tiled": ((1, 128, 7, 7), (128, 1, 5, 5), [1, 1], [2, 2], [1, 1], 128),
     # more planes than DEPTHWISE_BLOCK_BYTES: channel blocks without a board budget
     "depthwise-blocked": ((1, 64, 50, 50), (64, 1, 3, 3), [1, 1], [1, 1], [1, 1], 64),
     "conv1d": ((2, 4, 20), (6, 4, 5), [1], [2], [1], 1),
     "conv1d-strided-dilated": ((1, 3, 17), (5, 3, 3), [2], [1], [3], 1),
     "conv1d-depthwise": ((1, 6, 16), (6, 1, 3), [1], [1], [1], 6),
+    "conv1d-depthwise-windowed": ((1, 16, 30), (16, 1, 25), [1], [12], [1], 16),
 }
 
 
@@ -63,14 +68,15 @@ def test_convolution(case: str, layout: str, bias: bool) -> None:
              output_padding=[0] * len(stride), groups=groups, **CONV_TOL)
 
 
-@pytest.mark.parametrize("budget", [1, 20_000])
+@pytest.mark.parametrize("budget", [1, 20_000, 150_000])
 @pytest.mark.parametrize("case", ["3x3", "stride2-asym", "dilated", "7x7-stem", "grouped",
                                   "conv1d", "depthwise", "depthwise-s2-5x5", "conv1d-depthwise",
-                                  "depthwise-small-image"])
+                                  "depthwise-small-image", "depthwise-windowed-tiled"])
 def test_convolution_under_a_scratch_budget(case: str, budget: int) -> None:
     """A budgeted scratch (as add_scratch plans for boards with ``scratch_limit``) makes im2col
-    work in row tiles and depthwise in channel blocks; results are unchanged and the scratch is
-    smaller than the full one."""
+    work in row tiles and depthwise in channel blocks (windowed depthwise falls back to per-tap
+    channels-last or blocks); results are unchanged and the scratch is smaller than the full
+    one."""
     x_shape, w_shape, stride, padding, dilation, groups = CONV_CASES[case]
     torch_args = {"input": random(x_shape), "weight": random(w_shape),
                   "bias": random((w_shape[0],)), "stride": stride, "padding": padding,
@@ -103,6 +109,10 @@ MAX_POOL_CASES = {
     "dilated": ((1, 2, 10, 10), [3, 3], [1, 1], [1, 1], [2, 2], False),
     "default-stride": ((1, 2, 6, 6), [3, 3], [], [0, 0], [1, 1], False),
     "unbatched": ((3, 6, 6), [2, 2], [1, 1], [1, 1], [1, 1], True),
+    # separable (stride 1, or unpadded windows the size of the stride)
+    "2x2-odd": ((2, 2, 9, 7), [2, 2], [2, 2], [0, 0], [1, 1], False),
+    "s1-5x3-dilated": ((1, 2, 10, 9), [5, 3], [1, 1], [2, 1], [1, 2], False),
+    "s1-ceil": ((1, 3, 7, 8), [3, 2], [1, 1], [1, 1], [1, 1], True),
 }
 
 
@@ -124,6 +134,7 @@ def test_max_pool2d_without_indices(case: str, scratch: bool) -> None:
     shape, kernel, stride, padding, dilation, ceil_mode = MAX_POOL_CASES[case]
     x = random(shape)
     x.view(-1)[3] = float("nan")
+    x.view(-1)[-5:] = float("-inf")
     want = torch.nn.functional.max_pool2d(x, kernel, stride or None, padding, dilation,
                                           ceil_mode=ceil_mode).numpy()
     args = {"self": with_layout(x, "transposed").numpy(), "kernel_size": tuple(kernel),
@@ -150,6 +161,10 @@ AVG_POOL_CASES = {
     "ceil": ((1, 2, 7, 8), [3, 3], [2, 2], [1, 0], True),
     "default-stride": ((1, 2, 6, 6), [3, 2], [], [0, 0], False),
     "unbatched": ((2, 5, 5), [2, 2], [2, 2], [1, 1], True),
+    # separable (stride 1, or unpadded windows the size of the stride)
+    "2x2-odd": ((2, 3, 9, 7), [2, 2], [2, 2], [0, 0], False),
+    "s1-pad": ((1, 2, 7, 6), [3, 3], [1, 1], [1, 1], False),
+    "s1-ceil": ((1, 2, 6, 5), [3, 2], [1, 1], [1, 0], True),
 }
 
 
@@ -228,3 +243,13 @@ def test_depthwise_goes_channels_last_on_small_images_and_blocks_large_ones() ->
     small = _conv_plan((1, 40, 5, 5), (40, 1, 3, 3), (1, 1), (1, 1), (1, 1), 40)
     large = _conv_plan((1, 64, 50, 50), (64, 1, 3, 3), (1, 1), (1, 1), (1, 1), 64)
     assert small.channels_last and not large.channels_last and large.tile < 64
+
+
+def test_depthwise_windowed_for_large_kernels_over_few_positions_within_the_budget() -> None:
+    tiled = ((1, 128, 7, 7), (128, 1, 5, 5), (1, 1), (2, 2), (1, 1), 128)
+    windowed, over_budget = _conv_plan(*tiled), _conv_plan(*tiled, 150_000)
+    three = _conv_plan((1, 576, 3, 3), (576, 1, 3, 3), (1, 1), (1, 1), (1, 1), 576)
+    large = _conv_plan((1, 8, 20, 20), (8, 1, 5, 5), (2, 2), (2, 2), (1, 1), 8)
+    assert windowed.acc and windowed.tile == 2 and windowed.nbytes > 150_000
+    assert over_budget.channels_last and not over_budget.acc
+    assert not three.acc and not large.acc and not large.channels_last
