@@ -5,6 +5,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from toolchain.memory_plan import BufferRequest
+from toolchain.memory_plan.instances import perfect_packing
 
 
 @st.composite
@@ -28,22 +29,11 @@ def requests(draw, max_buffers: int = 14) -> list[BufferRequest]:
     return out
 
 
-@st.composite
-def perfect_packings(draw, max_cuts: int = 7) -> list[BufferRequest]:
-    """Buffers tiling a steps x bytes rectangle by guillotine cuts: zero waste, so the
-    lower bound (the rectangle's height) is achievable."""
-    boxes = [(0, draw(st.integers(2, 12)), 0, draw(st.integers(2, 64)))]  # t0, t1, a0, a1
-    for _ in range(draw(st.integers(0, max_cuts))):
-        t0, t1, a0, a1 = boxes.pop(draw(st.integers(0, len(boxes) - 1)))
-        if draw(st.booleans()) and t1 - t0 > 1:
-            cut = draw(st.integers(t0 + 1, t1 - 1))
-            boxes += [(t0, cut, a0, a1), (cut, t1, a0, a1)]
-        elif a1 - a0 > 1:
-            cut = draw(st.integers(a0 + 1, a1 - 1))
-            boxes += [(t0, t1, a0, cut), (t0, t1, cut, a1)]
-        else:
-            boxes.append((t0, t1, a0, a1))
-    return [BufferRequest(f"p{k}", a1 - a0, t0, t1, 1) for k, (t0, t1, a0, a1) in enumerate(boxes)]
+def perfect_packings(max_buffers: int = 8) -> st.SearchStrategy[list[BufferRequest]]:
+    """Buffers tiling a steps x bytes rectangle (``perfect_packing``): zero waste, so the lower
+    bound (the rectangle's height) is achievable."""
+    return st.builds(perfect_packing, st.integers(1, max_buffers), st.integers(0, 2**16),
+                     st.integers(2, 12), st.integers(2, 64), st.just(1), st.just(1))
 
 
 def brute_lower_bound(reqs: list[BufferRequest]) -> int:

@@ -8,19 +8,22 @@ from dataclasses import replace
 
 from .core import PlanError, check_requests, conflict, peak_live_set, plan_peak
 from .greedy import plan_greedy, plan_naive
+from .portfolio import plan_portfolio
 from .search import plan_search
 from .types import BufferRequest, Plan, Tier
 from .verify import verify_plan
 
-# "auto" is greedy, then the search only if greedy is above the lower bound (the search
-# starts from the greedy plan and stops at the lower bound), keeping the better plan.
+# "auto" is greedy, then the portfolio only if greedy is above the lower bound (it starts from
+# the greedy plan and stops at the lower bound), keeping the better plan. "search" is the exact
+# search alone, in this process.
 PLANNERS: dict[str, Callable[..., Plan]] = {
     "naive": plan_naive,
     "greedy": plan_greedy,
     "search": plan_search,
-    "auto": plan_search,
+    "portfolio": plan_portfolio,
+    "auto": plan_portfolio,
 }
-_TIMED = {"search", "auto"}  # planners that take a time_limit
+_TIMED = {"search", "portfolio", "auto"}  # planners that take a time_limit
 
 
 def _run(planner: str, requests: Sequence[BufferRequest], time_limit: float) -> Plan:

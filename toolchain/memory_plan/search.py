@@ -24,7 +24,8 @@ import math
 import sys
 import time
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from itertools import pairwise
 
 from .core import arena_size, plan_peak, single_tier_plan
@@ -36,8 +37,12 @@ from .types import BufferRequest, Plan
 HEURISTICS = ("WAT", "TAW", "TWA")
 
 
-class _Abort(Exception):
-    """The node limit or the deadline of one decision search was hit."""
+class OutOfEffort(Exception):
+    """A decision search hit its node limit, its deadline or its stop signal."""
+
+
+def _never() -> bool:
+    return False
 
 
 def _sections(starts: list[int], ends: list[int]) -> tuple[list[list[int]], list[int], list[int]]:
@@ -111,27 +116,32 @@ class _Solver:
             self.ranks[h] = rank
 
     def solve(self, capacity: int, deadline: float) -> list[int] | None:
-        """Offsets fitting ``capacity``; None if proven infeasible; raises _Abort at deadline.
+        """Offsets fitting ``capacity``; None if proven infeasible; raises OutOfEffort at deadline.
 
         The preorders are tried round-robin under a node limit that doubles every round.
         """
-        self.capacity, self.deadline = capacity, deadline
-        if max(self.totals, default=0) > capacity:
-            return None
         limit = len(self.size)
         while True:
             limit *= 2
             for h in HEURISTICS:
                 try:
-                    found = self._run(h, limit)
-                except _Abort:
+                    return self.decide(capacity, h, limit, deadline)
+                except OutOfEffort:
                     if time.monotonic() > deadline:
                         raise
-                    continue
-                return list(self.solution) if found else None
+
+    def decide(self, capacity: int, heuristic: str, node_limit: int, deadline: float,
+               stop: Callable[[], bool] = _never) -> list[int] | None:
+        """One complete depth-first search in one preorder: offsets fitting ``capacity``, or
+        None if none exist; raises OutOfEffort past ``node_limit`` nodes, the deadline or when
+        ``stop()`` (polled with the clock) turns true."""
+        self.capacity, self.deadline, self.stop = capacity, deadline, stop
+        if max(self.totals, default=0) > capacity:
+            return None
+        return list(self.solution) if self._run(heuristic, node_limit) else None
 
     def _run(self, heuristic: str, node_limit: int) -> bool:
-        """One complete depth-first search from scratch (raises _Abort past the node limit)."""
+        """One complete depth-first search from scratch (raises OutOfEffort past the node limit)."""
         n, n_sec = len(self.size), len(self.sections)
         self.rank = self.ranks[heuristic]
         self.nodes_left = node_limit
@@ -158,8 +168,9 @@ class _Solver:
     def _search(self, lo: int, hi: int, order: list[int], last_off: int, last_rank: int) -> bool:
         """Try each canonical next placement in sections [lo, hi), lowest offset first."""
         self.nodes_left -= 1
-        if self.nodes_left < 0 or (not self.nodes_left & 127 and time.monotonic() > self.deadline):
-            raise _Abort
+        if self.nodes_left < 0 or (not self.nodes_left & 127 and (
+                time.monotonic() > self.deadline or self.stop())):
+            raise OutOfEffort
         off, min_off, size, rank, bit = self.off, self.min_off, self.size, self.rank, self.bit
         todo = [i for i in order if off[i] < 0]
         if not todo:
@@ -243,11 +254,12 @@ class _Solver:
         self.off[i] = -1
 
 
-class _UnitProblem:
+class UnitProblem:
     """The requests that need bytes, in units of the lcm of their alignments.
 
     Footprints are rounded up to the unit, which is exact whenever they are multiples of it
     (always so for a uniform alignment); any offset in units is then aligned for every buffer.
+    ``sizes``, ``starts`` and ``ends`` describe those requests (``index``: their positions).
     """
 
     def __init__(self, requests: Sequence[BufferRequest]) -> None:
@@ -255,27 +267,34 @@ class _UnitProblem:
         self.index = [k for k, r in enumerate(requests) if r.footprint and r.start < r.end]
         live = [requests[k] for k in self.index]
         self.unit = math.lcm(*(r.alignment for r in live)) if live else 1
-        self.solver = _Solver(
-            [-(-r.footprint // self.unit) for r in live],
-            [r.start for r in live],
-            [r.end for r in live],
-        )
+        self.sizes = [-(-r.footprint // self.unit) for r in live]
+        self.starts, self.ends = [r.start for r in live], [r.end for r in live]
+        self.solver = _Solver(self.sizes, self.starts, self.ends)
 
-    def offsets(self, capacity: int, deadline: float) -> list[int] | None:
-        """Byte offsets with every footprint under ``capacity`` bytes, None if infeasible;
-        raises _Abort at the deadline."""
-        limit = sys.getrecursionlimit()
-        sys.setrecursionlimit(max(limit, 4 * len(self.index) + 200))  # two frames per buffer
-        try:
-            found = self.solver.solve(capacity // self.unit, deadline)
-        finally:
-            sys.setrecursionlimit(limit)
-        if found is None:
-            return None
+    def bytes(self, found: Sequence[int]) -> list[int]:
+        """Byte offsets of every request from the unit offsets of the live ones."""
         offsets = [0] * len(self.requests)
         for k, o in zip(self.index, found, strict=True):
             offsets[k] = o * self.unit
         return offsets
+
+    def offsets(self, capacity: int, deadline: float) -> list[int] | None:
+        """Byte offsets with every footprint under ``capacity`` bytes, None if infeasible;
+        raises OutOfEffort at the deadline."""
+        with deep_recursion(len(self.index)):
+            found = self.solver.solve(capacity // self.unit, deadline)
+        return None if found is None else self.bytes(found)
+
+
+@contextmanager
+def deep_recursion(buffers: int) -> Iterator[None]:
+    """Room for the search's two stack frames per buffer."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 4 * buffers + 200))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 def plan_search(requests: Sequence[BufferRequest], time_limit: float = 5.0) -> Plan:
@@ -290,13 +309,13 @@ def plan_search(requests: Sequence[BufferRequest], time_limit: float = 5.0) -> P
     lo, hi = greedy.arenas[0].lower_bound, plan_peak(greedy) - 1
     if lo > hi:
         return greedy
-    problem, target = _UnitProblem(requests), lo
+    problem, target = UnitProblem(requests), lo
     best: list[int] | None = None  # offsets of the best plan found by the search
     while lo <= hi and time.monotonic() < deadline:
         now = time.monotonic()
         try:
             offsets = problem.offsets(target, now + (deadline - now) / 2)
-        except _Abort:
+        except OutOfEffort:
             offsets = None
         if offsets is None:
             lo = target + 1
