@@ -19,7 +19,7 @@ from toolchain.memory_plan.core import plan_peak
 from toolchain.memory_plan.instances import perfect_packing
 
 # Zero-waste instances greedy misses by 42-53 %, the exact search alone (5 s) two of them by
-# 16-18 % (100-2, 150-1); the portfolio reached their lower bound in 0.1-1.5 s on 2 cores.
+# 16-18 % (100-2, 150-1); the portfolio reached their lower bound in 0.1-0.7 s on 2 cores.
 HARD = [(100, 0), (100, 2), (150, 1)]
 
 
@@ -125,7 +125,7 @@ def _nee_plan() -> str:
 def test_ctrl_c_stops_nee_plan_with_its_best_plan(tmp_path):
     """Ctrl-C goes to the whole process group (the workers too): nee-plan ends at once and
     writes the best plan found so far."""
-    reqs = perfect_packing(200, 2)  # the lower bound takes the portfolio 9-14 s
+    reqs = perfect_packing(600, 0)  # the portfolio is still at the lower bound after 10 s
     csv, out = tmp_path / "p.csv", tmp_path / "solution.csv"
     _write_csv(csv, reqs)
     proc = subprocess.Popen(

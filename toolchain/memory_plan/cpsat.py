@@ -23,13 +23,17 @@ from ortools.sat.python import cp_model
 
 from .search import OutOfEffort, UnitProblem
 
-EFFORT_SECONDS = 0.05  # deterministic seconds at effort 0
+EFFORT_SECONDS = 0.005  # deterministic seconds at effort 0 (0.1-0.3 s of wall time here)
 _POLL = 0.02  # seconds between checks of the stop signal
 
-# Static orders (ties of CHOOSE_LOWEST_MIN): by start step, by lifetime, by size, by area.
+# Static orders (ties of CHOOSE_LOWEST_MIN): by start step, by end step from the last (time
+# reversed), by size, by area. Measured at the lower bound of 12 zero-waste instances of 100-300
+# buffers and A/C.1048576 (effort <= 4): "start" solved 10 of 14 (the only order on A), "end" 13
+# (of these four the only one on two), "size" and "area" 10 each. Orders by lifetime (9), by
+# start then smallest (11) and by end then smallest (10) solved nothing the four did not.
 ORDERS: dict[str, Callable[[int, int, int], tuple[int, ...]]] = {
     "start": lambda size, start, end: (start, -size),
-    "width": lambda size, start, end: (start - end, -size),
+    "end": lambda size, start, end: (-end, -size),
     "size": lambda size, start, end: (-size, start),
     "area": lambda size, start, end: ((start - end) * size, start),
 }
