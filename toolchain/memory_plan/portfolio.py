@@ -17,7 +17,6 @@ multiple of the common alignment unit, the engines' model then being exact.
 from __future__ import annotations
 
 import importlib
-import itertools
 import multiprocessing
 import os
 import signal
@@ -155,14 +154,15 @@ def _decide(runner: _Pool | _InProcess, capacity: int, deadline: float
             ) -> tuple[str, str, list[int] | None]:
     """The first decisive (engine, outcome, offsets) at ``capacity`` in rounds of doubling
     effort; UNKNOWN once the deadline passes."""
-    for effort in itertools.count():
+    effort = 0
+    while True:
         for name, outcome, found in runner.answers(capacity, effort, deadline):
             if outcome != UNKNOWN:
                 runner.cancel()
                 return name, outcome, found
         if time.monotonic() >= deadline:
             return "", UNKNOWN, None
-    raise AssertionError("unreachable")
+        effort += 1
 
 
 def default_workers() -> int:
