@@ -15,12 +15,13 @@ from click.testing import CliRunner
 from torch import nn
 
 from runtime_py import program as program_module
-from runtime_py.backends import Cpu, Partition, run_all
+from runtime_py.backends import Cpu, Partition
 from runtime_py.backends.ethos_u import EthosU
 from runtime_py.errors import BundleError, MissingBackendError
 from runtime_py.fbs.ArgKind import ArgKind
 from runtime_py.fbs.StorageKind import StorageKind
 from runtime_py.format import DELEGATE_CALL
+from runtime_py.kernels import run_all
 from runtime_py.loader import load_bundle
 from runtime_py.program import Program
 from toolchain.boards import Board, Npu
@@ -207,7 +208,7 @@ def test_device_driver_receives_payload_scratch_and_io(middle):
 
     def driver(partition: Partition):
         seen.append(partition)
-        return run_all(partition.reference())  # a test double: NEE ships no driver
+        return run_all(*partition.reference())  # a test double: NEE ships no driver
 
     _assert_bit_identical(middle, backends={"ethos-u": EthosU(driver)})
     delegates = middle.result.graph.delegates

@@ -20,7 +20,7 @@ from typing import Protocol
 import numpy as np
 
 from runtime_py import build_info
-from runtime_py.kernels import Bound
+from runtime_py.kernels import Bound, run_all
 
 
 @dataclass(frozen=True)
@@ -70,16 +70,6 @@ class Backend(Protocol):
         """Everything a run needs, made once; returns the closure running the partition."""
 
 
-def run_all(calls: list[Bound]) -> Bound:
-    """One closure calling ``calls`` in order."""
-
-    def run() -> None:
-        for call in calls:
-            call()
-
-    return run
-
-
 class Cpu:
     """The CPU backend for a partition: its reference program on the numpy kernels."""
 
@@ -87,7 +77,7 @@ class Cpu:
 
     def prepare(self, partition: Partition) -> Bound:
         """Bind the reference program."""
-        return run_all(partition.reference())
+        return run_all(*partition.reference())
 
 
 # Delegate backends by name: the module and class implementing each, and the package it needs

@@ -41,6 +41,6 @@ class EthosU:
                               "an Ethos-U driver (EthosU(driver=...))", "none given",
                               "on a host, load without require_device=True to emulate the "
                               "NPU with the int8 reference kernels")
-        from runtime_py.backends import run_all
+        from runtime_py.kernels import run_all
 
-        return run_all(partition.reference())
+        return run_all(*partition.reference())

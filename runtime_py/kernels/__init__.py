@@ -87,6 +87,16 @@ def then(first: Bound, second: Bound) -> Bound:
     return run
 
 
+def run_all(*calls: Bound) -> Bound:
+    """One call running ``calls`` in order."""
+
+    def run() -> None:
+        for call in calls:
+            call()
+
+    return run
+
+
 def long_loops(run: Bound) -> Bound:
     """``run`` in a numpy context of its own with ``LONG_LOOP_BUFSIZE`` buffers; switching to it
     allocates nothing."""

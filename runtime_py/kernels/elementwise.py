@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from runtime_py.kernels import Bound, Kernel, rules, then
+from runtime_py.kernels import Bound, Kernel, rules, run_all, then
 from runtime_py.kernels._common import (
     ALL,
     BOOL,
@@ -428,14 +428,8 @@ def _in_blocks(fn: KernelFn, dtypes: frozenset[str], scratch: Callable[..., int]
 
     @functools.wraps(fn)
     def prepare(self: np.ndarray, *, out: np.ndarray, **args: object) -> Bound:
-        calls = [functools.partial(fn, part, out=dst, **args)
-                 for part, dst in zip(_blocks(self), _blocks(out), strict=True)]
-
-        def run() -> None:
-            for call in calls:
-                call()
-
-        return run
+        return run_all(*(functools.partial(fn, part, out=dst, **args)
+                         for part, dst in zip(_blocks(self), _blocks(out), strict=True)))
 
     def block_scratch(self: np.ndarray, **args: object) -> int:
         return scratch(_blocks(self)[0], **args)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from runtime_py.kernels import Bound, Kernel, long_loops, rules, then
+from runtime_py.kernels import Bound, Kernel, long_loops, rules, run_all, then
 from runtime_py.kernels._common import (
     FLOAT,
     INT8,
@@ -191,10 +191,10 @@ def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: IntLi
     tile = out_hw[0]
     if depthwise:
         positions = out_hw[0] * out_hw[1]
-        windowed = (kh * kw >= WINDOWED_TAPS and positions <= WINDOWED_POSITIONS
-                    and _windowed_rows(win, out_shape) > 0)
-        for plan in [_channels_last_plan(win, out_shape, pads, padded or x_shape, kind)
-                     for kind, wanted in ((True, windowed), (False, positions < c)) if wanted]:
+        rows = (_windowed_rows(win, out_shape)
+                if kh * kw >= WINDOWED_TAPS and positions <= WINDOWED_POSITIONS else 0)
+        for tile_rows in [r for r, wanted in ((rows, rows > 0), (0, positions < c)) if wanted]:
+            plan = _channels_last_plan(win, out_shape, pads, padded or x_shape, tile_rows)
             if budget is None or plan.nbytes <= budget:  # numpy's loops over channels
                 return plan
         planes, run = _phase_planes((n, 1), win)
@@ -216,16 +216,15 @@ def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: IntLi
 
 def _channels_last_plan(win: _Window, out_shape: tuple[int, ...],
                         pads: tuple[tuple[int, int], ...] | None, padded: tuple[int, ...],
-                        windowed: bool) -> _ConvPlan:
+                        rows: int) -> _ConvPlan:
     """Depthwise plan over channels-last copies: the padded input (N, Hp, Wp, C) and the
-    accumulator and product (N, Ho, Wo, C); ``windowed``: the accumulator and the all-taps
-    product of ``_windowed_rows`` output rows."""
+    accumulator and product (N, Ho, Wo, C); with ``rows`` (windowed), the accumulator and the
+    all-taps product of that many output rows."""
     n, c, ho, wo = out_shape
     padded = (n, *padded[2:], c)
-    if not windowed:
+    if not rows:
         return _ConvPlan(win, out_shape, pads, padded, (2, n, ho, wo, c), depthwise=True,
                          tile=c, channels_last=True)
-    rows = _windowed_rows(win, out_shape)
     return _ConvPlan(win, out_shape, pads, padded, (n, rows, wo, *win.kernel, c), depthwise=True,
                      tile=rows, channels_last=True, acc=(n, ho, wo, c))
 
@@ -571,14 +570,8 @@ def _pool_separable(x: np.ndarray, win: _Window, pad: float, combine: np.ufunc, 
     padded, fill = _padding(x, win.pads(x.shape[-2:]), pad, ws)
     along_w, along_h = _separated(win)
     rows = ws.take((*x.shape[:-2], along_w.out_hw[0], win.out_hw[1]), out.dtype)
-    calls = [fill, *_combined(along_w.taps(padded), combine, rows),
-             *_combined(along_h.taps(rows), combine, out)]
-
-    def run() -> None:
-        for call in calls:
-            call()
-
-    return long_loops(run)
+    return long_loops(run_all(fill, *_combined(along_w.taps(padded), combine, rows),
+                              *_combined(along_h.taps(rows), combine, out)))
 
 
 def _separated(win: _Window) -> tuple[_Window, _Window]:

@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from runtime_py.kernels import Bound, Kernel, long_loops, nn, rules
+from runtime_py.kernels import Bound, Kernel, long_loops, nn, rules, run_all
 from runtime_py.kernels._common import (
     FLOAT,
     INT8,
@@ -92,16 +92,6 @@ def _channels(values: Ints, shape: tuple[int, ...]) -> np.ndarray:
     return np.asarray(values, np.int64).reshape(shape if np.size(values) > 1 else ())
 
 
-def _sequence(*calls: Bound) -> Bound:
-    """One call running ``calls`` in order."""
-
-    def run() -> None:
-        for call in calls:
-            call()
-
-    return run
-
-
 Regions = dict[str, tuple[tuple[int, ...], type]]  # named workspace regions, in order
 
 
@@ -127,14 +117,14 @@ def _rescale(acc: np.ndarray, multiplier: np.ndarray | int, shift: np.ndarray | 
     m, s = np.asarray(multiplier, np.int64), np.asarray(shift, np.int64)
     if rounding == "single":
         total = 31 - s
-        return _sequence(functools.partial(np.multiply, acc, m, out=acc),
+        return run_all(functools.partial(np.multiply, acc, m, out=acc),
                          functools.partial(np.add, acc, np.left_shift(1, total - 1), out=acc),
                          functools.partial(np.right_shift, acc, total, out=acc))
     if rounding != "double":
         raise ValueError(f"rounding {rounding!r}: 'double' or 'single'")
     left, right = np.maximum(s, 0), np.maximum(-s, 0)
     steps = [functools.partial(np.left_shift, acc, left, out=acc)] if left.any() else []
-    return _sequence(*steps, functools.partial(np.multiply, acc, m, out=acc),
+    return run_all(*steps, functools.partial(np.multiply, acc, m, out=acc),
                      functools.partial(np.add, acc, 1 << 30, out=acc),
                      functools.partial(np.right_shift, acc, 30, out=acc),
                      functools.partial(np.bitwise_and, acc, -2, out=acc),
@@ -148,7 +138,7 @@ def _store(acc: np.ndarray, zero_point: int, low: int, high: int, out: np.ndarra
            result: np.ndarray | None = None) -> Bound:
     """out = clamp(acc + zero_point, low, high) (acc is modified; ``result``: the view of acc
     that out receives, acc itself by default)."""
-    return _sequence(functools.partial(np.add, acc, zero_point, out=acc),
+    return run_all(functools.partial(np.add, acc, zero_point, out=acc),
                      functools.partial(np.clip, acc, np.int64(low), np.int64(high), out=acc),
                      functools.partial(np.copyto, out, acc if result is None else result,
                                        casting="unsafe"))
@@ -158,7 +148,7 @@ def _requantize(acc: np.ndarray, multiplier: np.ndarray | int, shift: np.ndarray
                 rounding: str, tmp: np.ndarray, zero_point: int, low: int, high: int,
                 out: np.ndarray) -> Bound:
     """The rescale of acc (``_rescale``), then its store into out (``_store``)."""
-    return _sequence(_rescale(acc, multiplier, shift, rounding, tmp),
+    return run_all(_rescale(acc, multiplier, shift, rounding, tmp),
                      _store(acc, zero_point, low, high, out))
 
 
@@ -501,7 +491,7 @@ def dequantize_per_channel(input: np.ndarray, scales: np.ndarray,
     if zero_points is not None:
         steps.append(functools.partial(np.subtract, out,
                                        zero_points.astype(np.float32).reshape(shape), out=out))
-    return _sequence(*steps, functools.partial(np.multiply, out, scales.reshape(shape), out=out))
+    return run_all(*steps, functools.partial(np.multiply, out, scales.reshape(shape), out=out))
 
 
 # -- convolution and fully connected --------------------------------------------------------------
@@ -832,7 +822,7 @@ def conv2d_int8(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
     build = {"gemm": functools.partial(_gemm_conv, groups=groups),
              "fused": functools.partial(_gemm_conv, groups=groups), "phase": _depthwise_conv,
              "last": _depthwise_last}[plan.kind]
-    return long_loops(_sequence(*build(input, weight, zero_point=input_zero_point, plan=plan,
+    return long_loops(run_all(*build(input, weight, zero_point=input_zero_point, plan=plan,
                                        req=req, buf=plan.take(scratch), out=out)))
 
 
@@ -890,7 +880,7 @@ def linear_int8(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
                   *_chunk_sums(gemms, part, tile),
                   *req.bind(tile.get("v", tile.get("acc")) if len(gemms) > 1 else part, tile,
                             out[index].reshape(m, n), _last)]
-    return long_loops(_sequence(*calls))
+    return long_loops(run_all(*calls))
 
 
 def _linear_scratch(input: np.ndarray, weight: np.ndarray, output_zero_point: int,
@@ -1049,7 +1039,7 @@ def avg_pool2d_int8(self: np.ndarray, kernel_size: IntList, stride: IntList, pad
     counts = np.outer(*(_valid_taps(*args) for args in zip(
         self.shape[-2:], *_pool_geometry(kernel_size, stride, padding), out.shape[-2:],
         strict=True)))
-    return _sequence(pool, functools.partial(np.copyto, acc, sums, casting="unsafe"),
+    return run_all(pool, functools.partial(np.copyto, acc, sums, casting="unsafe"),
                      functools.partial(np.right_shift, acc, 63, out=sign),
                      functools.partial(np.abs, acc, out=acc),
                      functools.partial(np.add, acc, counts // 2, out=acc),
@@ -1088,7 +1078,7 @@ def mean_int8(self: np.ndarray, dim: Sequence[int], keepdim: bool, input_zero_po
     p = min(count.bit_length() - 1, 32, 31 + shift)
     acc, tmp = _take(scratch, _mean_regions(self.shape, dim)).values()
     axes = tuple(d % self.ndim for d in dim)
-    return _sequence(
+    return run_all(
         functools.partial(np.sum, self, axis=axes, dtype=np.int64, out=acc, keepdims=True),
         functools.partial(np.subtract, acc, input_zero_point * count, out=acc),
         _requantize(acc.reshape(out.shape), (multiplier << p) // count, shift - p, "double",
@@ -1139,7 +1129,7 @@ def _lookup_scratch(self: np.ndarray, budget: int | None = None, **_: object) ->
 def _srdhm(a: np.ndarray, b: np.ndarray | int, out: np.ndarray) -> Bound:
     """out = SaturatingRoundingDoublingHighMul(a, b) = (a * b + 2**30) >> 31 (never both
     -2**31 here)."""
-    return _sequence(functools.partial(np.multiply, a, b, out=out),
+    return run_all(functools.partial(np.multiply, a, b, out=out),
                      functools.partial(np.add, out, 1 << 30, out=out),
                      functools.partial(np.right_shift, out, 31, out=out))
 
@@ -1149,7 +1139,7 @@ def _saturating_shift(x: np.ndarray, exponent: int) -> Bound:
     clamping x to +-2**(31 - exponent) first makes the out-of-range results +-2**31, which the
     final clamp saturates."""
     bound = 1 << (31 - exponent)
-    return _sequence(functools.partial(np.clip, x, np.int64(-bound), np.int64(bound), out=x),
+    return run_all(functools.partial(np.clip, x, np.int64(-bound), np.int64(bound), out=x),
                      functools.partial(np.left_shift, x, exponent, out=x),
                      functools.partial(np.clip, x, np.int64(-1 << 31), np.int64((1 << 31) - 1),
                                        out=x))
@@ -1179,7 +1169,7 @@ def _reciprocal(total: np.ndarray, row: dict[str, np.ndarray]) -> Bound:
               functools.partial(np.subtract, 35, shift, out=shift),
               functools.partial(np.left_shift, 1, shift, out=row["half"]),
               functools.partial(np.right_shift, row["half"], 1, out=row["half"])]
-    return _sequence(*steps)
+    return run_all(*steps)
 
 
 def _softmax_regions(shape: tuple[int, ...], dim: int) -> Regions:
@@ -1200,7 +1190,7 @@ def softmax_int8(self: np.ndarray, dim: int, table: np.ndarray, *, out: np.ndarr
     buf = _take(scratch, _softmax_regions(self.shape, dim))
     index, value, top, total = buf["index"], buf["value"], buf["top"], buf["total"]
     exps = table.astype(np.int64)
-    return _sequence(
+    return run_all(
         functools.partial(np.maximum.reduce, self, axis=dim, keepdims=True, out=buf["top8"]),
         functools.partial(np.copyto, top, buf["top8"]),
         functools.partial(np.copyto, index, self),
