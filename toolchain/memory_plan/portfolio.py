@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
-from .core import arena_size, lower_bound, plan_peak, single_tier_plan
+from .core import arena_size, plan_peak, single_tier_plan
 from .greedy import plan_greedy
 from .search import HEURISTICS, OutOfEffort, UnitProblem, deep_recursion
 from .types import BufferRequest, Plan
@@ -72,13 +72,11 @@ class Progress:
 _WORKER: dict[str, Any] = {}
 
 
-def _start_worker(requests: Sequence[BufferRequest], names: Sequence[str],
-                  generation: Any) -> None:
-    """Worker process setup: the problem once, the engines, Ctrl-C left to the parent."""
+def _start_worker(problem: UnitProblem, chosen: dict[str, Engine], generation: Any) -> None:
+    """Worker process setup (the parent's problem and engines, inherited by the fork); Ctrl-C
+    is left to the parent."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    everything = engines()
-    _WORKER.update(problem=UnitProblem(requests), generation=generation,
-                   engines={n: everything[n] for n in names})
+    _WORKER.update(problem=problem, generation=generation, engines=chosen)
 
 
 def _attempt(problem: UnitProblem, engine: Engine, capacity: int, effort: int,
@@ -103,11 +101,11 @@ class _Pool:
     """Engines run in forked worker processes (forked, not spawned: a spawned worker would run
     the caller's main script again); ``cancel`` stops every task of the current round."""
 
-    def __init__(self, requests: Sequence[BufferRequest], names: list[str], workers: int) -> None:
+    def __init__(self, problem: UnitProblem, chosen: dict[str, Engine], workers: int) -> None:
         context = multiprocessing.get_context("fork")
-        self.names = names
+        self.names = list(chosen)
         self.generation = context.Value("q", 0, lock=False)
-        self.pool = context.Pool(workers, _start_worker, (requests, names, self.generation))
+        self.pool = context.Pool(workers, _start_worker, (problem, chosen, self.generation))
 
     def answers(self, capacity: int, effort: int, deadline: float
                 ) -> Iterator[tuple[str, str, list[int] | None]]:
@@ -132,14 +130,12 @@ class _Pool:
 class _InProcess:
     """Engines run one after another in this process (one worker)."""
 
-    def __init__(self, problem: UnitProblem, names: list[str]) -> None:
-        everything = engines()
-        self.problem = problem
-        self.engines = [(n, everything[n]) for n in names]
+    def __init__(self, problem: UnitProblem, chosen: dict[str, Engine]) -> None:
+        self.problem, self.engines = problem, chosen
 
     def answers(self, capacity: int, effort: int, deadline: float
                 ) -> Iterator[tuple[str, str, list[int] | None]]:
-        for name, engine in self.engines:
+        for name, engine in self.engines.items():
             yield name, *_attempt(self.problem, engine, capacity, effort, deadline,
                                   lambda: False)
 
@@ -184,17 +180,17 @@ def plan_portfolio(requests: Sequence[BufferRequest], time_limit: float = 30.0, 
     start = time.monotonic()
     deadline = start + time_limit
     greedy = plan_greedy(requests)  # checks the requests
-    bound = lower_bound(requests)
+    bound = greedy.arenas[0].lower_bound
     if plan_peak(greedy) <= bound:
         return greedy
     everything = engines()
-    chosen = list(names or everything)
-    if unknown := [n for n in chosen if n not in everything]:
+    if unknown := [n for n in names or () if n not in everything]:
         raise ValueError(f"unknown engines {unknown}; available: {sorted(everything)}")
+    chosen = {n: everything[n] for n in names or everything}
     workers = min(workers or default_workers(), len(chosen))
     state = _Bisection(requests, greedy, bound, start, progress)
     runner = (_InProcess(state.problem, chosen) if workers == 1
-              else _Pool(requests, chosen, workers))
+              else _Pool(state.problem, chosen, workers))
     try:
         state.run(runner, deadline)
     except KeyboardInterrupt:
