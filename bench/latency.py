@@ -1,21 +1,21 @@
 """Median latency of the NEE numpy runtime vs torch eager, per model, at 1 and 2 threads.
 
-Usage: python bench/latency.py [--models a,b | --tier] [--runs N] [--profile] [--executorch]
-``--tier`` times the real-model tier (tests/models/tier.py: HF transformers models and the
-in-project CNNs; the target there is NEE/torch <= 1.0 on each). Each thread count runs in a
-fresh subprocess (BLAS/OpenMP thread pools are fixed at start-up; NEE is loaded with
-``threads=N``, its thread policy: at 2 it falls back to 1 thread while that is faster, see
-runtime_py/threads.py), with NEE and torch eager measured in that same process on the same
-inputs, run for run alternately. Prints the median of the per-pair ratios NEE / torch and their
-quartiles (lower is better; the target is <= 1.5 on mobilenet_v2, resnet18 and transformer)
-and, with --profile, the per-op breakdown of the slowest model. With --executorch (needs ``pip
-install executorch==1.5.1``) the peer runtime is timed too: its portable CPU kernels (the same
-role as NEE's numpy kernels) and its XNNPACK delegate. With --xnnpack, NEE's XNNPACK delegate
-(the model exported for board rpi5, whose recipe names it; LiteRT runs the partitions) is timed
-too, paired with the numpy program run for run: its ms and numpy/xnnpack (> 1: the delegate
-faster); with both flags, ET-xnnpack / NEE-best (NEE's faster backend for the board, timed run
-for run beside ExecuTorch's XNNPACK delegate: the median of the per-pair ratios, >= 1: NEE as
-fast or faster).
+Usage: python bench/latency.py [--models a,b] [--tier] [--runs N] [--profile] [--executorch]
+``--tier`` times the real-model tier, or the ``--models`` named there (tests/models/tier.py: HF
+transformers models and the in-project CNNs; the target there is NEE/torch <= 1.0 on each). Each
+thread count runs in a fresh subprocess (BLAS/OpenMP thread pools are fixed at start-up; NEE is
+loaded with ``threads=N``, its thread policy: at 2 it falls back to 1 thread while that is
+faster, see runtime_py/threads.py), with NEE and torch eager measured in that same process on
+the same inputs, run for run alternately. Prints the median of the per-pair ratios NEE / torch
+and their quartiles (lower is better; the target is <= 1.5 on mobilenet_v2, resnet18 and
+transformer) and, with --profile, the per-op breakdown of the slowest model. With --executorch
+(needs ``pip install executorch==1.5.1``) the peer runtime is timed too: its portable CPU
+kernels (the same role as NEE's numpy kernels) and its XNNPACK delegate. With --xnnpack, NEE's
+XNNPACK delegate (the model exported for board rpi5, whose recipe names it; LiteRT runs the
+partitions) is timed too, paired with the numpy program run for run: its ms and numpy/xnnpack (>
+1: the delegate faster); with both flags, ET-xnnpack / NEE-best (NEE's faster backend for the
+board, timed run for run beside ExecuTorch's XNNPACK delegate: the median of the per-pair
+ratios, >= 1: NEE as fast or faster).
 """
 
 from __future__ import annotations
@@ -160,7 +160,8 @@ def _print_profile(row: dict) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--models", help="comma-separated (default: every zoo model, or with "
+                        "--tier every tier model)")
     parser.add_argument("--tier", action="store_true", help="time the real-model tier")
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--profile", action="store_true")
@@ -169,12 +170,14 @@ def main() -> None:
                         help="time NEE's XNNPACK delegate (board rpi5) too")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    models = args.models.split(",") if args.models else MODELS
     if args.tier:
         from toolchain.modules import load_file
 
-        models = list(load_file(TIER_FILE).TIER)
-    else:
-        models = args.models.split(",")
+        tier = load_file(TIER_FILE).TIER
+        models = [m for m in models if m in tier] if args.models else list(tier)
+        if not models:
+            parser.error(f"--models: none of {args.models!r} is in the tier ({', '.join(tier)})")
     if args.child:
         print(json.dumps(measure(models, args.runs, args.child, args.executorch, args.xnnpack)))
         return
