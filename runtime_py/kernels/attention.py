@@ -15,9 +15,9 @@ import math
 import numpy as np
 
 from runtime_py.kernels import Bound, Kernel, long_loops, rules
-from runtime_py.kernels._common import FLOAT, Workspace, workspace_bytes
+from runtime_py.kernels._common import FLOAT, Workspace, f32, workspace_bytes
 
-_LOWEST = np.finfo(np.float32).min
+_LOWEST, _ONE = f32(np.finfo(np.float32).min), f32(1)
 
 
 def _groups(query: np.ndarray, key: np.ndarray, enable_gqa: bool) -> int:
@@ -95,7 +95,7 @@ def scaled_dot_product_attention(query: np.ndarray, key: np.ndarray, value: np.n
     key_t = np.swapaxes(key, -1, -2)
     context = out.reshape(*scores.shape[:-1], out.shape[-1])
     out_rows = out.reshape(-1, out.shape[-1])
-    factor = np.float32(1 / math.sqrt(query.shape[-1]) if scale is None else scale)
+    factor = f32(1 / math.sqrt(query.shape[-1]) if scale is None else scale)
     ones = np.ones((key.shape[-2], 1), np.float32)  # row sums as one BLAS matrix-vector product
 
     def run() -> None:
@@ -108,7 +108,7 @@ def scaled_dot_product_attention(query: np.ndarray, key: np.ndarray, value: np.n
         np.subtract(rows, stat, out=rows)
         np.exp(rows, out=rows)
         np.matmul(rows, ones, out=stat)
-        np.maximum(stat, 1, out=stat)  # sums are >= 1 (the max's term) or 0 (all masked)
+        np.maximum(stat, _ONE, out=stat)  # sums are >= 1 (the max's term) or 0 (all masked)
         np.matmul(scores, value, out=context)
         np.divide(out_rows, stat, out=out_rows)
 

@@ -22,6 +22,7 @@ from runtime_py.kernels._common import (
     NUMERIC,
     KernelFn,
     Workspace,
+    f32,
     like_self,
     out_shaped,
     workspace_bytes,
@@ -151,24 +152,27 @@ def sign(self: np.ndarray, *, out: np.ndarray) -> None:
         np.fmod(out, 2, out=out)
 
 
+_ONE, _HALF, _THREE = f32(1), f32(0.5), f32(3)
+
+
 def rsqrt(self: np.ndarray, *, out: np.ndarray) -> None:
     np.sqrt(self, out=out, dtype=out.dtype)
-    np.divide(1, out, out=out)
+    np.divide(_ONE, out, out=out)
 
 
 def sigmoid(self: np.ndarray, *, out: np.ndarray) -> None:
     """1 / (1 + exp(-x)); exp overflow to inf gives the correct 0."""
     np.negative(self, out=out, dtype=out.dtype)
     np.exp(out, out=out)
-    np.add(out, 1, out=out)
-    np.divide(1, out, out=out)
+    np.add(out, _ONE, out=out)
+    np.divide(_ONE, out, out=out)
 
 
 def silu(self: np.ndarray, *, out: np.ndarray, scratch: np.ndarray | None = None) -> None:
     """x * sigmoid(x) as h + h tanh(h), h = x / 2 (four passes, tanh being numpy's cheapest
     transcendental), h in scratch so ``out`` may be ``self``."""
     half = Workspace(scratch).take(out.shape, out.dtype)
-    np.multiply(self, 0.5, out=half, dtype=out.dtype)
+    np.multiply(self, _HALF, out=half, dtype=out.dtype)
     np.tanh(half, out=out)
     np.multiply(out, half, out=out)
     np.add(out, half, out=out)
@@ -213,12 +217,12 @@ def clamp(self: np.ndarray, min: ArrayOrScalar | None = None,
     np.clip(self, min, max, out=out)
 
 
-_SIXTH = np.float32(1 / 6)  # a multiply is half the cost of a divide
+_SIXTH = f32(1 / 6)  # a multiply is half the cost of a divide
 
 
 def hardsigmoid(self: np.ndarray, *, out: np.ndarray) -> None:
     """clamp(x + 3, 0, 6) / 6."""
-    np.add(self, 3, out=out, dtype=out.dtype)
+    np.add(self, _THREE, out=out, dtype=out.dtype)
     np.clip(out, 0, 6, out=out)
     np.multiply(out, _SIXTH, out=out)
 
@@ -226,7 +230,7 @@ def hardsigmoid(self: np.ndarray, *, out: np.ndarray) -> None:
 def hardswish(self: np.ndarray, *, out: np.ndarray, scratch: np.ndarray | None = None) -> None:
     """x * clamp(x + 3, 0, 6) / 6, the clamp in scratch so ``out`` may be ``self``."""
     gate = Workspace(scratch).take(out.shape, out.dtype)
-    np.add(self, 3, out=gate, dtype=out.dtype)
+    np.add(self, _THREE, out=gate, dtype=out.dtype)
     np.clip(gate, 0, 6, out=gate)
     np.multiply(self, gate, out=out)
     np.multiply(out, _SIXTH, out=out)
@@ -263,13 +267,14 @@ def erf(self: np.ndarray, *, out: np.ndarray, scratch: np.ndarray | None = None)
     _erf(self, out, Workspace(scratch))
 
 
-_SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
+_SQRT_2_OVER_PI, _TANH_CUBIC = f32(math.sqrt(2 / math.pi)), f32(0.044715)
 # GELU's normal CDF as (1 + tanh(x Q(x^2))) / 2: Q, highest degree first, is a degree-6 fit of
 # artanh(erf(x / sqrt 2)) / x on |x| <= 4 sqrt 2 (beyond, tanh is +-1 in float32), weighted by
 # erf's sensitivity to it. Within 6e-7 of the exact GELU everywhere (float32 torch itself is
 # off by up to 1.1e-6 near x = -3.4), in 19 numpy passes where an erf series takes about 30.
-_GELU_Q = (1.7563148471e-09, -1.3226807737e-07, 3.9647984263e-06, -5.5306458160e-05,
-           -3.2594417687e-05, 3.6333084132e-02, 7.9788494155e-01)
+_GELU_Q = tuple(map(f32, (1.7563148471e-09, -1.3226807737e-07, 3.9647984263e-06,
+                          -5.5306458160e-05, -3.2594417687e-05, 3.6333084132e-02,
+                          7.9788494155e-01)))
 _GELU_CLIP = 4 * math.sqrt(2)
 
 
@@ -281,8 +286,8 @@ def gelu(self: np.ndarray, *, approximate: str = "none", out: np.ndarray,
     t = ws.take(out.shape, out.dtype)
     if approximate == "tanh":
         np.square(self, out=t, dtype=out.dtype)
-        np.multiply(t, 0.044715, out=t)
-        np.add(t, 1, out=t)
+        np.multiply(t, _TANH_CUBIC, out=t)
+        np.add(t, _ONE, out=t)
         np.multiply(t, self, out=t)
         np.multiply(t, _SQRT_2_OVER_PI, out=t)
     else:
@@ -296,9 +301,9 @@ def gelu(self: np.ndarray, *, approximate: str = "none", out: np.ndarray,
         np.add(t, _GELU_Q[-1], out=t)
         np.multiply(t, clipped, out=t)
     np.tanh(t, out=t)
-    np.add(t, 1, out=t)
+    np.add(t, _ONE, out=t)
     np.multiply(t, self, out=out)
-    np.multiply(out, 0.5, out=out)
+    np.multiply(out, _HALF, out=out)
 
 
 def _gelu_scratch(self: np.ndarray, approximate: str = "none", **_: object) -> int:

@@ -29,6 +29,7 @@ from runtime_py.kernels._common import (
     WORKSPACE_ALIGN,
     Workspace,
     expand_param,
+    f32,
     workspace_bytes,
 )
 from runtime_py.kernels.indexing import constant_pad_nd, take
@@ -750,7 +751,7 @@ def _standardize(input: np.ndarray, out: np.ndarray, mean: np.ndarray, rstd: np.
     row-wise dot of the centred values in ``rstd``'s memory. No temporaries."""
     rows = out.reshape(mean.shape[0], -1)
     var = rstd.reshape(-1)
-    size, eps = np.float32(rows.shape[1]), np.float32(eps)
+    size, eps = f32(rows.shape[1]), f32(eps)
     averaging = np.full((rows.shape[1], 1), 1 / size, np.float32)  # row means as one BLAS gemv
 
     def run() -> None:
