@@ -175,9 +175,9 @@ def main() -> None:
         from toolchain.modules import load_file
 
         tier = load_file(TIER_FILE).TIER
-        models = [m for m in models if m in tier] if args.models else list(tier)
-        if not models:
-            parser.error(f"--models: none of {args.models!r} is in the tier ({', '.join(tier)})")
+        models = models if args.models else list(tier)
+        if unknown := [m for m in models if m not in tier]:
+            parser.error(f"--models: {', '.join(unknown)} not in the tier ({', '.join(tier)})")
     if args.child:
         print(json.dumps(measure(models, args.runs, args.child, args.executorch, args.xnnpack)))
         return

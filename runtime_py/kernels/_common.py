@@ -27,6 +27,9 @@ def f32(value: float) -> np.ndarray:
     return constant
 
 
+ONE = f32(1)
+
+
 def out_shaped(a: object, out: np.ndarray) -> object:
     """``a`` viewed in ``out``'s shape if it is an array with as many elements that allows the
     view without a copy (broadcasting to ``out``, it then differs by size-1 dims only); else

@@ -15,9 +15,9 @@ import math
 import numpy as np
 
 from runtime_py.kernels import Bound, Kernel, long_loops, rules
-from runtime_py.kernels._common import FLOAT, Workspace, f32, workspace_bytes
+from runtime_py.kernels._common import FLOAT, ONE, Workspace, f32, workspace_bytes
 
-_LOWEST, _ONE = f32(np.finfo(np.float32).min), f32(1)
+_LOWEST = f32(np.finfo(np.float32).min)
 
 
 def _groups(query: np.ndarray, key: np.ndarray, enable_gqa: bool) -> int:
@@ -108,7 +108,7 @@ def scaled_dot_product_attention(query: np.ndarray, key: np.ndarray, value: np.n
         np.subtract(rows, stat, out=rows)
         np.exp(rows, out=rows)
         np.matmul(rows, ones, out=stat)
-        np.maximum(stat, _ONE, out=stat)  # sums are >= 1 (the max's term) or 0 (all masked)
+        np.maximum(stat, ONE, out=stat)  # sums are >= 1 (the max's term) or 0 (all masked)
         np.matmul(scores, value, out=context)
         np.divide(out_rows, stat, out=out_rows)
 

@@ -20,6 +20,7 @@ from runtime_py.kernels._common import (
     BOOL,
     FLOAT,
     NUMERIC,
+    ONE,
     KernelFn,
     Workspace,
     f32,
@@ -152,20 +153,20 @@ def sign(self: np.ndarray, *, out: np.ndarray) -> None:
         np.fmod(out, 2, out=out)
 
 
-_ONE, _HALF, _THREE = f32(1), f32(0.5), f32(3)
+_HALF, _THREE = f32(0.5), f32(3)
 
 
 def rsqrt(self: np.ndarray, *, out: np.ndarray) -> None:
     np.sqrt(self, out=out, dtype=out.dtype)
-    np.divide(_ONE, out, out=out)
+    np.divide(ONE, out, out=out)
 
 
 def sigmoid(self: np.ndarray, *, out: np.ndarray) -> None:
     """1 / (1 + exp(-x)); exp overflow to inf gives the correct 0."""
     np.negative(self, out=out, dtype=out.dtype)
     np.exp(out, out=out)
-    np.add(out, _ONE, out=out)
-    np.divide(_ONE, out, out=out)
+    np.add(out, ONE, out=out)
+    np.divide(ONE, out, out=out)
 
 
 def silu(self: np.ndarray, *, out: np.ndarray, scratch: np.ndarray | None = None) -> None:
@@ -287,7 +288,7 @@ def gelu(self: np.ndarray, *, approximate: str = "none", out: np.ndarray,
     if approximate == "tanh":
         np.square(self, out=t, dtype=out.dtype)
         np.multiply(t, _TANH_CUBIC, out=t)
-        np.add(t, _ONE, out=t)
+        np.add(t, ONE, out=t)
         np.multiply(t, self, out=t)
         np.multiply(t, _SQRT_2_OVER_PI, out=t)
     else:
@@ -301,7 +302,7 @@ def gelu(self: np.ndarray, *, approximate: str = "none", out: np.ndarray,
         np.add(t, _GELU_Q[-1], out=t)
         np.multiply(t, clipped, out=t)
     np.tanh(t, out=t)
-    np.add(t, _ONE, out=t)
+    np.add(t, ONE, out=t)
     np.multiply(t, self, out=out)
     np.multiply(out, _HALF, out=out)
 
