@@ -47,6 +47,21 @@ def test_the_answer_does_not_depend_on_the_worker_count():
     assert one.placements == two.placements and one.planner == two.planner
 
 
+def test_a_worker_that_dies_costs_its_answer_not_a_hang(monkeypatch):
+    """An engine killing its worker process gives UNKNOWN; the other engines still answer, the
+    plan reaches the bound and every worker is reaped."""
+    import multiprocessing
+
+    real = pf.engines()
+    monkeypatch.setattr(pf, "engines", lambda: {"dies": lambda *args: os._exit(3), **real})
+    reqs = perfect_packing(100, 0)
+    start = time.monotonic()
+    plan = pf.plan_portfolio(reqs, 30.0, workers=2)
+    verify_plan(reqs, plan)
+    assert plan_peak(plan) == lower_bound(reqs) and plan.planner.startswith("portfolio:")
+    assert time.monotonic() - start < 20 and not multiprocessing.active_children()
+
+
 def test_without_ortools_the_search_engines_remain(monkeypatch):
     monkeypatch.setitem(sys.modules, "toolchain.memory_plan.cpsat", None)  # import fails
     names = list(pf.engines())

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
+from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from .core import arena_size, plan_peak, single_tier_plan
@@ -69,16 +70,6 @@ class Progress:
     engine: str  # the engine that answered ("" for UNKNOWN)
 
 
-_WORKER: dict[str, Any] = {}
-
-
-def _start_worker(problem: UnitProblem, chosen: dict[str, Engine], generation: Any) -> None:
-    """Worker process setup (the parent's problem and engines, inherited by the fork); Ctrl-C
-    is left to the parent."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _WORKER.update(problem=problem, generation=generation, engines=chosen)
-
-
 def _attempt(problem: UnitProblem, engine: Engine, capacity: int, effort: int,
              deadline: float, stop: Callable[[], bool]) -> tuple[str, list[int] | None]:
     """(FOUND, unit offsets), (INFEASIBLE, None) or (UNKNOWN, None)."""
@@ -89,42 +80,91 @@ def _attempt(problem: UnitProblem, engine: Engine, capacity: int, effort: int,
     return (INFEASIBLE, None) if found is None else (FOUND, found)
 
 
-def _task(name: str, capacity: int, effort: int, deadline: float, generation: int
-          ) -> tuple[str, list[int] | None]:
-    """One engine at one capacity and effort in a worker; stops once the parent moves on."""
-    shared = _WORKER["generation"]
-    return _attempt(_WORKER["problem"], _WORKER["engines"][name], capacity, effort, deadline,
-                    lambda: shared.value != generation)
+def _serve(conn: Connection, problem: UnitProblem, chosen: dict[str, Engine],
+           generation: Any) -> None:
+    """A worker process (forked: it inherits the parent's problem and engines): answers tasks
+    ``(round, engine, capacity, effort, deadline, generation)`` until its pipe closes; a task
+    stops once the parent moves on (the shared ``generation`` changes). Ctrl-C is left to the
+    parent."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    while True:
+        try:
+            round_, name, capacity, effort, deadline, mine = conn.recv()
+        except EOFError:
+            return
+        conn.send((round_, name, *_attempt(problem, chosen[name], capacity, effort, deadline,
+                                           lambda g=mine: generation.value != g)))
 
 
 class _Pool:
     """Engines run in forked worker processes (forked, not spawned: a spawned worker would run
-    the caller's main script again); ``cancel`` stops every task of the current round."""
+    the caller's main script again), each with its own pipe: no lock is shared, so a worker that
+    dies costs only its answer (UNKNOWN) and ``close`` can kill them all without hanging (as
+    ``multiprocessing.Pool.terminate`` can, CPython issue 96995); ``cancel`` stops every task
+    of the current round."""
 
     def __init__(self, problem: UnitProblem, chosen: dict[str, Engine], workers: int) -> None:
         context = multiprocessing.get_context("fork")
         self.names = list(chosen)
         self.generation = context.Value("q", 0, lock=False)
-        self.pool = context.Pool(workers, _start_worker, (problem, chosen, self.generation))
+        self.round = 0
+        self.idle: list[tuple[Connection, Any]] = []
+        self.busy: dict[Connection, tuple[Any, int, str]] = {}  # conn: (process, round, engine)
+        for _ in range(workers):
+            mine, theirs = context.Pipe()
+            process = context.Process(target=_serve, daemon=True,
+                                      args=(theirs, problem, chosen, self.generation))
+            process.start()
+            theirs.close()
+            self.idle.append((mine, process))
 
     def answers(self, capacity: int, effort: int, deadline: float
                 ) -> Iterator[tuple[str, str, list[int] | None]]:
-        """(engine, outcome, offsets) of every engine at ``effort``, in engine order."""
-        generation = self.generation.value
-        pending = [(n, self.pool.apply_async(_task, (n, capacity, effort, deadline, generation)))
-                   for n in self.names]
-        for name, result in pending:
+        """(engine, outcome, offsets) of every engine at ``effort``, in engine order; UNKNOWN
+        for an engine not answering within 5 s after ``deadline`` or whose worker died."""
+        self.round += 1
+        todo = list(self.names)
+        got: dict[str, tuple[str, list[int] | None]] = {}
+        for name in self.names:
+            while name not in got:
+                while todo and self.idle:
+                    conn, process = self.idle.pop()
+                    task = (self.round, todo[0], capacity, effort, deadline)
+                    conn.send((*task, self.generation.value))
+                    self.busy[conn] = (process, self.round, todo.pop(0))
+                if not self.busy or not self._collect(got, deadline + 5):
+                    got.update({n: (UNKNOWN, None) for n in self.names if n not in got})
+            yield name, *got[name]
+
+    def _collect(self, got: dict[str, tuple[str, list[int] | None]], until: float) -> bool:
+        """Wait for the busy workers' answers until ``until``; record this round's in ``got``.
+        False if none came."""
+        ready = wait(list(self.busy), timeout=max(until - time.monotonic(), 0))
+        for conn in ready:
+            process, round_, name = self.busy.pop(conn)
             try:
-                yield name, *result.get(timeout=max(deadline - time.monotonic(), 0) + 5)
-            except multiprocessing.TimeoutError:
-                yield name, UNKNOWN, None
+                _, _, outcome, found = conn.recv()
+            except (EOFError, OSError):  # the worker died
+                outcome, found = UNKNOWN, None
+                conn.close()
+                process.join()
+            else:
+                self.idle.append((conn, process))
+            if round_ == self.round:
+                got[name] = outcome, found
+        return bool(ready)
 
     def cancel(self) -> None:
         self.generation.value += 1
 
     def close(self) -> None:
-        self.pool.terminate()
-        self.pool.join()
+        """Stop and reap every worker."""
+        self.cancel()
+        workers = self.idle + [(conn, process) for conn, (process, _, _) in self.busy.items()]
+        for conn, process in workers:
+            conn.close()
+            process.kill()
+            process.join()
 
 
 class _InProcess:
