@@ -60,15 +60,21 @@ def _paired_ms(first, second, runs: int) -> tuple[float, float, list[float]]:
     return statistics.median(a) * 1e3, statistics.median(b) * 1e3, ratios
 
 
-def executorch_ms(model, inputs, runs: int, partner=None) -> dict[str, float]:
-    """ExecuTorch portable kernels and XNNPACK delegate latency for the same model; with
-    ``partner`` (NEE's best backend), the XNNPACK delegate is timed run for run beside it and
-    ``et_xnnpack_over_best`` is the median of the per-pair ratios."""
+def executorch_ms(model, inputs, runs: int, threads: int, partner=None) -> dict[str, float]:
+    """ExecuTorch portable kernels and XNNPACK delegate latency for the same model, its thread
+    pool set to ``threads`` (by default it has one thread per core, whatever torch's setting);
+    with ``partner`` (NEE's best backend), the XNNPACK delegate is timed run for run beside it
+    and ``et_xnnpack_over_best`` is the median of the per-pair ratios."""
     import torch
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower
+    from executorch.extension.pybindings import portable_lib
     from executorch.runtime import Runtime
 
+    portable_lib._unsafe_reset_threadpool(threads)
+    if portable_lib._threadpool_get_thread_count() != threads:
+        raise RuntimeError(f"ExecuTorch's thread pool has "
+                           f"{portable_lib._threadpool_get_thread_count()} threads, not {threads}")
     times = {}
     for label, partitioner in (("et_portable_ms", []), ("et_xnnpack_ms", [XnnpackPartitioner()])):
         program = to_edge_transform_and_lower(torch.export.export(model, inputs),
@@ -132,7 +138,7 @@ def measure(models: list[str], runs: int, threads: int, peer: bool,
             rows.append({"model": name, "threads": threads, "nee_ms": nee_ms,
                          "torch_ms": torch_ms, "ratio": statistics.median(ratios),
                          "quartiles": quartiles, "profile": profile, **fast,
-                         **(executorch_ms(model, inputs, runs, best) if peer else {})})
+                         **(executorch_ms(model, inputs, runs, threads, best) if peer else {})})
     return rows
 
 
@@ -144,7 +150,9 @@ def _run_child(models: list[str], runs: int, threads: int, peer: bool,
         [sys.executable, __file__, "--child", str(threads), "--models", ",".join(models),
          "--runs", str(runs), *(["--executorch"] if peer else []),
          *(["--xnnpack"] if xnnpack else [])],
-        env=env, capture_output=True, text=True, check=True)
+        env=env, capture_output=True, text=True)
+    if done.returncode:
+        sys.exit(f"the {threads}-thread measurement failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 

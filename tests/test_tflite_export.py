@@ -111,10 +111,11 @@ def test_int8_examples_are_bit_exact_with_litert(int8_programs, name):
 def test_layouts_propagate_through_int8_chains(int8_programs):
     """conv -> add -> conv runs NHWC throughout: one TRANSPOSE (the NCHW input); the flatten
     after the global mean is a RESHAPE. torch's padding 1 of a stride-2 window is no SAME
-    (SAME pads the bottom first): a PAD (a PADV2 of -128 before max pooling)."""
+    (SAME pads the bottom first): a PAD (also before the max pool: its input, clamped at the
+    zero point by the fused ReLU, is never below the padding)."""
     ops = builtin_ops(int8_programs("resnet18")[2])
     assert ops["TRANSPOSE"] == 1 and ops["RESHAPE"] == 1
-    assert ops["CONV_2D"] == 20 and ops["ADD"] == 8 and ops["PADV2"] == 1
+    assert ops["CONV_2D"] == 20 and ops["ADD"] == 8 and ops["PAD"] == 5 and not ops["PADV2"]
     ops = builtin_ops(int8_programs("mobilenet_v2")[2])
     assert ops["DEPTHWISE_CONV_2D"] == 17 and ops["TRANSPOSE"] == 1
 
@@ -154,6 +155,34 @@ def test_float_examples_match_litert(exported, name):
     theirs = run_litert(model, example.inputs)
     for a, b in zip(ours, theirs, strict=True):
         assert a.shape == b.shape and max_rel_diff(b, a) <= FLOAT_TOLERANCE
+
+
+class _PaddedMaxPool(torch.nn.Module):
+    """A max pool with padding TFLite's SAME cannot express, after a conv with or without ReLU."""
+
+    def __init__(self, relu: bool) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv, self.relu = torch.nn.Conv2d(3, 8, 3), relu
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv(x)
+        return torch.nn.functional.max_pool2d(torch.relu(y) if self.relu else y, 3, 2, 1)
+
+
+@pytest.mark.parametrize(("relu", "pad_op"), [(True, "PAD"), (False, "PADV2")])
+def test_max_pool_padding_is_zero_only_after_a_relu(tmp_path, relu, pad_op):
+    """Padding with 0 (PAD, which XNNPACK takes) where the input is >= 0, else with -inf
+    (PADV2): a negative max must not become 0."""
+    x = torch.randn(1, 3, 18, 18)
+    result = export(_PaddedMaxPool(relu).eval(), (x,), planner="greedy")
+    model = to_tflite(result.graph)
+    ops = builtin_ops(model)
+    assert ops[pad_op] == 1 and sum(ops[k] for k in ("PAD", "PADV2")) == 1
+    (theirs,) = run_litert(model, [x.numpy()])
+    expected = _PaddedMaxPool(relu).eval()(x).detach().numpy()
+    assert max_rel_diff(theirs, expected) <= FLOAT_TOLERANCE
+    assert relu or (expected[:, :, 0] < 0).any()  # top-row windows hold padding: 0 would win
 
 
 class _Int8Ops(torch.nn.Module):

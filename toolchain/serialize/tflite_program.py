@@ -18,7 +18,8 @@ requantization arguments are not written: TFLite derives them from the scales, a
 activation with that range for the output's parameters (a float op's fused hardswish, sigmoid or
 tanh, which TFLite cannot fuse, its own op after it); a lookup table the TFLite op whose
 table it is. torch's symmetric padding becomes SAME or VALID where one is equal, else a PAD op
-(PADV2 with the lowest value before max pooling, where padding must never win).
+(before max pooling, where padding must never win, a PADV2 with the lowest value, unless the
+input is known to be >= 0, written by a ReLU: XNNPACK takes PAD, not PADV2).
 """
 
 from __future__ import annotations
@@ -606,13 +607,28 @@ def _pool(builtin: str) -> Converter:
                           "padding only as SAME and not counted", str(unsupported),
                           "pad explicitly or change the pooling arguments")
         x = a["self"].name
-        fill = None if average else _lowest(p.graph.tensors[x].dtype)
+        fill = None if average or _nonnegative(p, x) else _lowest(p.graph.tensors[x].dtype)
         source, padding = _padded(p, x, {**geometry, "dilation": (1, 1)}, fill)
         p.op(builtin, [source], [p.output(node, NHWC)],
              tfl.pool2d_options(geometry["kernel"], geometry["stride"], padding,
                                 _fused(p, node)))
 
     return convert
+
+
+def _nonnegative(p: _Program, x: str) -> bool:
+    """Whether every (real) value of ``x`` is >= 0 because the node writing it is a ReLU or
+    clamps at >= 0 (fused ReLU, ReLU6, hardtanh with min >= 0, an int8 clamp at or above the
+    zero point); then padding with 0 never wins a max."""
+    node = next((n for n in p.graph.nodes if x in n.outputs), None)
+    if node is None or p.graph.tensors[x].view_of is not None:
+        return False
+    a = node.args
+    if "activation_min" in a:
+        return a["activation_min"] >= p.graph.tensors[x].quant.zero_point[0]
+    act = "aten::relu.out" if node.op == "aten::relu.out" else a.get("activation")
+    low = a.get("act_min_val", -1.0)
+    return act == "aten::relu.out" or (act == "aten::hardtanh.out" and low >= 0)
 
 
 def _lowest(dtype: str) -> float:
