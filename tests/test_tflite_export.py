@@ -20,9 +20,9 @@ from toolchain.export import export
 from toolchain.export.result import ExportResult
 from toolchain.modules import load_file
 from toolchain.quantize.options import Int8Options, split_samples
-from toolchain.selective_build.interop import tflite_builtins
+from toolchain.selective_build.interop import TFLITE_BUILTINS, tflite_builtins
 from toolchain.serialize.bundle import write_bundle
-from toolchain.serialize.tflite_program import to_tflite, write_tflite
+from toolchain.serialize.tflite_program import CONVERTERS, to_tflite, write_tflite
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[1] / "examples"
 
@@ -185,6 +185,44 @@ def test_max_pool_padding_is_zero_only_after_a_relu(tmp_path, relu, pad_op):
     assert relu or (expected[:, :, 0] < 0).any()  # top-row windows hold padding: 0 would win
 
 
+class _AttentionOps(torch.nn.Module):
+    """Layer norms (affine over 1 dim, plain over 2), a linear layer with GELU fused through
+    a reshape, attention's bmm with a constant causal mask, exact and tanh GELU."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.ln = torch.nn.LayerNorm(16)
+        torch.nn.init.normal_(self.ln.weight)
+        torch.nn.init.normal_(self.ln.bias)
+        self.fc = torch.nn.Linear(16, 32)
+        self.register_buffer("future", torch.ones(6, 6, dtype=torch.bool).triu(1))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = torch.nn.functional.gelu(self.fc(self.ln(x).reshape(-1, 16))).reshape(2, 6, 32)
+        scores = (h @ h.transpose(1, 2) * 0.1).masked_fill(self.future, float("-inf"))
+        y = torch.softmax(scores, dim=-1) @ h
+        z = torch.nn.functional.layer_norm(y.reshape(2, 6, 4, 8), (4, 8))
+        return torch.nn.functional.gelu(y, approximate="tanh"), z
+
+
+def test_layer_norm_attention_and_gelu_match_litert(tmp_path):
+    x = torch.randn(2, 6, 16)
+    result = export(_AttentionOps().eval(), (x,), planner="greedy")
+    assert {"aten::native_layer_norm.out", "aten::bmm.out", "aten::where.self_out",
+            "nee::addmm_act.out", "aten::gelu.out"} <= {n.op for n in result.graph.nodes}
+    model = to_tflite(result.graph)
+    ops = builtin_ops(model)
+    for op in ("GELU", "BATCH_MATMUL", "SELECT_V2", "RSQRT", "MEAN", "SOFTMAX"):
+        assert ops[op] >= 1, op
+    write_bundle(result, tmp_path / "m.nee")
+    ours = Program.load(tmp_path / "m.nee").run(x.numpy())
+    theirs = run_litert(model, [x.numpy()])
+    expected = [t.detach().numpy() for t in _AttentionOps().eval()(x)]
+    for a, b, c in zip(ours, theirs, expected, strict=True):
+        assert max_rel_diff(b, a) <= FLOAT_TOLERANCE and max_rel_diff(b, c) <= FLOAT_TOLERANCE
+
+
 class _Int8Ops(torch.nn.Module):
     """The int8 ops the examples lack: lookup tables (sigmoid, tanh, hardswish), mul, cat, a
     channel slice, a padded average pool, grouped and dilated depthwise convolutions, softmax."""
@@ -272,6 +310,10 @@ def test_the_resolver_list_covers_every_builtin_written(exported, int8_programs,
                            (float_result.kernels, to_tflite(float_result.graph))):
         builtins, without = tflite_builtins(kernels)
         assert set(builtin_ops(model)) <= set(builtins) and not without
+
+
+def test_the_resolver_table_covers_every_converted_op():
+    assert set(TFLITE_BUILTINS) == set(CONVERTERS)
 
 
 class _UnfusableActivations(torch.nn.Module):

@@ -46,6 +46,9 @@ def test_partitions_match_their_reference_and_torch(tmp_path, name: str) -> None
     assert result.graph.delegates and {d.backend for d in result.graph.delegates} == {"xnnpack"}
     if name in WHOLE:
         assert [n.op for n in result.graph.nodes] == ["nee::delegate_call"]
+    else:  # the int64 token lookup stays; layer norm, attention's bmm, mask, GELU go
+        assert [n.op for n in result.graph.nodes] == ["aten::embedding.out",
+                                                      "nee::delegate_call"]
     arrays = [t.numpy() for t in inputs]
     fast = Program.load(path)
     assert {p.backend for p in fast.partitions} == {"xnnpack"}
@@ -60,12 +63,29 @@ def test_partitions_match_their_reference_and_torch(tmp_path, name: str) -> None
         np.testing.assert_allclose(g, w.numpy(), rtol=1e-4, atol=1e-5 * scale)
 
 
+class _Split(torch.nn.Module):
+    """A linear layer, a cumsum (no TFLite builtin), then a ReLU alone."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.fc(x).cumsum(-1))
+
+
 def test_calls_left_on_the_cpu_say_why(tmp_path) -> None:
     _, _, result, _ = _bundle(tmp_path, "transformer")
     reasons = {n.cpu_reason for n in result.graph.nodes if n.op != "nee::delegate_call"}
     assert any("int64 tensor tokens: the XNNPACK delegate runs float32, int8" in r
                for r in reasons)
-    assert any("without a convolution or matrix product" in r for r in reasons)
+    result = export(_Split(), (torch.randn(2, 8),), board=BOARD)
+    reasons = [n.cpu_reason for n in result.graph.nodes if n.op != "nee::delegate_call"]
+    assert len(reasons) == 2 and "no TFLite builtin" in reasons[0]
+    assert "without a convolution or matrix product" in reasons[1]
+    result = export(torch.nn.Conv1d(4, 4, 3), (torch.randn(1, 4, 16),), board=BOARD)
+    (conv,) = result.graph.nodes
+    assert "expected a 2-D convolution (4-D weight), found 1-D" in conv.cpu_reason
 
 
 @pytest.mark.parametrize("rounding, exact", [("single", True), ("double", False)])

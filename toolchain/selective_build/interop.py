@@ -22,8 +22,10 @@ ET_SCALAR_TYPES = {"uint8": 0, "int8": 1, "int16": 2, "int32": 3, "int64": 4, "f
                    "float32": 6, "float64": 7, "bool": 11}
 
 # TFLite builtins the TFLite writer emits for each NEE kernel it converts.
-_CONV = ("CONV_2D", "DEPTHWISE_CONV_2D", "PAD")
-_MATMUL = ("FULLY_CONNECTED",)
+# A float activation TFLite cannot fuse is an op of its own after the convolution or linear.
+_ACTIVATIONS = ("HARD_SWISH", "LOGISTIC", "TANH", "GELU", "ADD", "MUL")
+_CONV = ("CONV_2D", "DEPTHWISE_CONV_2D", "PAD", *_ACTIVATIONS)
+_MATMUL = ("FULLY_CONNECTED", *_ACTIVATIONS)
 TFLITE_BUILTINS: dict[str, tuple[str, ...]] = {
     "nee::quantize_per_tensor.out": ("QUANTIZE",),
     "nee::dequantize_per_tensor.out": ("DEQUANTIZE",),
@@ -45,7 +47,7 @@ TFLITE_BUILTINS: dict[str, tuple[str, ...]] = {
     "aten::mul.Scalar_out": ("MUL",),
     "nee::avg_pool2d_int8.out": ("AVERAGE_POOL_2D", "PAD"),
     "aten::avg_pool2d.out": ("AVERAGE_POOL_2D", "PAD"),
-    "nee::max_pool2d.out": ("MAX_POOL_2D", "PADV2"),
+    "nee::max_pool2d.out": ("MAX_POOL_2D", "PAD", "PADV2"),
     "nee::mean_int8.out": ("MEAN",),
     "aten::mean.out": ("MEAN",),
     "nee::softmax_int8.out": ("SOFTMAX",),
@@ -58,6 +60,11 @@ TFLITE_BUILTINS: dict[str, tuple[str, ...]] = {
     "aten::sigmoid.out": ("LOGISTIC",),
     "aten::tanh.out": ("TANH",),
     "aten::hardswish.out": ("HARD_SWISH",),
+    "aten::hardsigmoid.out": ("ADD", "MUL"),
+    "aten::gelu.out": ("GELU",),
+    "aten::bmm.out": ("BATCH_MATMUL",),
+    "aten::where.self_out": ("SELECT_V2",),
+    "aten::native_layer_norm.out": ("MEAN", "SUB", "MUL", "ADD", "RSQRT"),
 }
 LAYOUT_BUILTINS = ("RESHAPE", "TRANSPOSE", "SLICE", "BROADCAST_TO")
 
@@ -71,6 +78,8 @@ TFLM_METHODS = {
     "MUL": "AddMul", "PAD": "AddPad", "PADV2": "AddPadV2", "QUANTIZE": "AddQuantize",
     "RELU": "AddRelu", "RELU6": "AddRelu6", "RESHAPE": "AddReshape", "SLICE": "AddSlice",
     "SOFTMAX": "AddSoftmax", "SUB": "AddSub", "TANH": "AddTanh", "TRANSPOSE": "AddTranspose",
+    "BATCH_MATMUL": "AddBatchMatMul", "GELU": "AddGelu", "RSQRT": "AddRsqrt",
+    "SELECT_V2": "AddSelectV2",
 }
 
 

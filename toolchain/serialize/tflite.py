@@ -283,3 +283,13 @@ def pad_options() -> Options:
 
 def softmax_options(beta: float = 1.0) -> Options:
     return _options("SoftmaxOptions", Beta=beta)
+
+
+def gelu_options(approximate: bool) -> Options:
+    """GELU: the tanh approximation or the exact (erf) form."""
+    return _options("GeluOptions", Approximate=approximate)
+
+
+def batch_matmul_options() -> Options:
+    """BATCH_MATMUL without adjoints: [..., M, K] @ [..., K, N]."""
+    return _options("BatchMatMulOptions")

@@ -48,7 +48,7 @@ FUSED = ("RELU", "RELU6", "RELU_N1_TO_1")  # TFLite's fused clamps
 CLAMPS = {(0.0, 6.0): "RELU6", (-1.0, 1.0): "RELU_N1_TO_1"}  # hardtanh bounds -> TFLite
 # Float activations TFLite cannot fuse into an op, written after it (see ``_activated``).
 ACTIVATION_OPS = ("aten::hardswish.out", "aten::sigmoid.out", "aten::tanh.out",
-                  "aten::hardsigmoid.out")
+                  "aten::hardsigmoid.out", "aten::gelu.out")
 # Operator versions are 1 (runtimes accept every version from 1, and no more is needed) but
 # where TFLite's first version is later: BROADCAST_TO starts at 2.
 FIRST_VERSIONS = {"BROADCAST_TO": 2}
@@ -322,14 +322,20 @@ def _activated(p: _Program, node: Node, perm: Perm) -> tuple[int, str, Callable[
     temporary = p.tensor(f"{name}/{act}", p.shape(name, perm), name)
 
     def finish() -> None:
-        _activation(p, act, temporary, p.output(node, perm), name, perm)
+        _activation(p, act, temporary, p.output(node, perm), name, perm,
+                    node.args.get("act_approximate", "none"))
 
     return temporary, "NONE", finish
 
 
-def _activation(p: _Program, act: str, x: int, y: int, name: str, perm: Perm) -> None:
+def _activation(p: _Program, act: str, x: int, y: int, name: str, perm: Perm,
+                approximate: str = "none") -> None:
     """Float activation ``act`` of TFLite tensor ``x`` into ``y`` (NEE tensor ``name``'s
-    shape in ``perm``): its TFLite op, or hardsigmoid as relu6(x + 3) * (1/6)."""
+    shape in ``perm``): its TFLite op, or hardsigmoid as relu6(x + 3) * (1/6); GELU's
+    ``approximate`` is torch's ("none" or "tanh")."""
+    if act == "aten::gelu.out":
+        p.op("GELU", [x], [y], tfl.gelu_options(approximate == "tanh"))
+        return
     if act != "aten::hardsigmoid.out":
         builtin = {"aten::hardswish.out": "HARD_SWISH", "aten::sigmoid.out": "LOGISTIC",
                    "aten::tanh.out": "TANH"}[act]
@@ -343,14 +349,81 @@ def _activation(p: _Program, act: str, x: int, y: int, name: str, perm: Perm) ->
          tfl.mul_options())
 
 
-def _hardsigmoid(p: _Program, node: Node) -> None:
-    """A float hardsigmoid call (int8 ones are lookup tables), in its input's layout."""
+def _float_activation(p: _Program, node: Node) -> None:
+    """A float hardsigmoid or GELU call (int8 ones are lookup tables), in its input's
+    layout."""
     x = node_inputs(node)[0]
-    if p.graph.tensors[x].dtype != "float32":
-        raise _refuse(node, "a float32 hardsigmoid", p.graph.tensors[x].dtype,
-                      "int8 hardsigmoid is a lookup table")
+    _require_float(p, node, x)
     perm = p.layout(x)
-    _activation(p, node.op, p.value(x, perm), p.output(node, perm), node.outputs[0], perm)
+    _activation(p, node.op, p.value(x, perm), p.output(node, perm), node.outputs[0], perm,
+                node.args.get("approximate", "none"))
+
+
+def _require_float(p: _Program, node: Node, x: str) -> None:
+    if p.graph.tensors[x].dtype != "float32":
+        raise _refuse(node, "float32 operands", f"{p.graph.tensors[x].dtype} {x}",
+                      "only float32 is exported for this op")
+
+
+def _bmm(p: _Program, node: Node) -> None:
+    """BATCH_MATMUL of two 3-D float operands in NEE's order."""
+    a = node.args
+    operands = [a["self"].name, a["mat2"].name]
+    for x in operands:
+        _require_float(p, node, x)
+    p.op("BATCH_MATMUL", [p.value(x, _identity(3)) for x in operands],
+         [p.output(node, _identity(3))], tfl.batch_matmul_options())
+
+
+def _where(p: _Program, node: Node) -> None:
+    """SELECT_V2 (broadcasting) of float operands in NEE's order."""
+    a, out = node.args, node.outputs[0]
+    perm = _identity(len(p.shape(out)))
+    inputs = [p.value(a["condition"].name, _identity(len(p.shape(a["condition"].name))))]
+    for key in ("self", "other"):
+        v = a[key]
+        if not isinstance(v, Ref):
+            inputs.append(p.const(f"{out}/{key}", np.array(v, p.graph.tensors[out].dtype)))
+            continue
+        _require_float(p, node, v.name)
+        inputs.append(_operand(p, v.name, perm))
+    p.op("SELECT_V2", inputs, [p.output(node, perm)])
+
+
+def _layer_norm(p: _Program, node: Node) -> None:
+    """Layer norm over the trailing ``normalized_shape`` dims, as TFLite has no op for it:
+    mean = MEAN(x), d = x - mean, rstd = RSQRT(MEAN(d * d) + eps), d * rstd * weight + bias;
+    mean and rstd are the node's second and third outputs."""
+    a, (out, *stats) = node.args, node.outputs
+    x = a["input"].name
+    _require_float(p, node, x)
+    rank = len(p.shape(x))
+    perm, keep = _identity(rank), tfl.reducer_options(True)
+    first = rank - len(a["normalized_shape"])
+    axes = p.ints(f"{out}/axes", range(first, rank))
+    kept = p.shape(x)[:first] + (1,) * (rank - first)
+    mean = p.define(stats[0], perm) if stats else p.tensor(f"{out}/mean", kept, x)
+    p.op("MEAN", [p.value(x, perm), axes], [mean], keep)
+    d, square, var = (p.tensor(f"{out}/{k}", s, x) for k, s in
+                      (("centred", p.shape(x)), ("square", p.shape(x)), ("var", kept)))
+    p.op("SUB", [p.value(x, perm), mean], [d], tfl.sub_options())
+    p.op("MUL", [d, d], [square], tfl.mul_options())
+    p.op("MEAN", [square, axes], [var], keep)
+    shifted = p.tensor(f"{out}/var_eps", kept, x)
+    p.op("ADD", [var, p.const(f"{out}/eps", np.array(a.get("eps", 1e-5), np.float32))],
+         [shifted], tfl.add_options())
+    rstd = p.define(stats[1], perm) if len(stats) > 1 else p.tensor(f"{out}/rstd", kept, x)
+    p.op("RSQRT", [shifted], [rstd])
+    chain = [("MUL", rstd)] + [(builtin, p.value(a[k].name, _identity(len(p.shape(a[k].name)))))
+                               for k, builtin in (("weight", "MUL"), ("bias", "ADD"))
+                               if isinstance(a.get(k), Ref)]
+    y = d
+    for i, (builtin, operand) in enumerate(chain):
+        last = i == len(chain) - 1
+        z = p.output(node, perm) if last else p.tensor(f"{out}/step{i}", p.shape(x), x)
+        options = tfl.mul_options() if builtin == "MUL" else tfl.add_options()
+        p.op(builtin, [y, operand], [z], options)
+        y = z
 
 
 def _int8_clamp(p: _Program, node: Node, low: int, high: int) -> str:
@@ -460,6 +533,9 @@ def _conv(p: _Program, node: Node) -> None:
         raise _refuse(node, "a forward convolution", "transposed=True",
                       "TRANSPOSE_CONV is not exported yet")
     x, weight = a["input"].name, _const_weight(p, node, "weight")
+    if weight.ndim != 4:
+        raise _refuse(node, "a 2-D convolution (4-D weight)", f"{weight.ndim - 2}-D",
+                      "only 2-D convolutions are exported to TFLite")
     channels, (o, _, kh, kw) = p.shape(x)[1], weight.shape
     depthwise = a["groups"] == channels > 1
     geometry = _geometry(a, (kh, kw))
@@ -483,9 +559,17 @@ def _conv(p: _Program, node: Node) -> None:
 
 def _fully_connected(p: _Program, node: Node, x: str, weight: str, data: np.ndarray,
                      bias_key: str | None) -> None:
-    """FULLY_CONNECTED of ``x`` (NEE's order) with [N, K] weights ``data``."""
-    n, rank = data.shape[0], len(p.shape(x))
-    operands = [p.value(x, _identity(rank)),
+    """FULLY_CONNECTED of ``x`` (NEE's order) with [N, K] weights ``data``; an output that is
+    a view of other leading dims (an activation fused through a reshape) reads ``x`` so
+    reshaped."""
+    (n, k), out_shape = data.shape, p.shape(node.outputs[0])
+    rank, source = len(out_shape), p.value(x, _identity(len(p.shape(x))))
+    if out_shape[-1] != n:
+        raise _refuse(node, f"an output of {n} features in its last dim", str(out_shape),
+                      "keep the reshape after the linear layer out of the fusion")
+    if p.shape(x)[:-1] != out_shape[:-1]:
+        source = p.reshape(source, p.shape(x), (*out_shape[:-1], k), f"{x}@rows", x)
+    operands = [source,
                 p.const(f"{weight}@nk", np.ascontiguousarray(data), p.graph.tensors[weight].quant),
                 _bias(p, node, bias_key, x, weight, n)]
     out, fused, finish = _activated(p, node, _identity(rank))
@@ -724,7 +808,11 @@ CONVERTERS: dict[str, Converter] = {
     "aten::sigmoid.out": _unary("LOGISTIC"),
     "aten::tanh.out": _unary("TANH"),
     "aten::hardswish.out": _unary("HARD_SWISH"),
-    "aten::hardsigmoid.out": _hardsigmoid,
+    "aten::hardsigmoid.out": _float_activation,
+    "aten::gelu.out": _float_activation,
+    "aten::bmm.out": _bmm,
+    "aten::where.self_out": _where,
+    "aten::native_layer_norm.out": _layer_norm,
 }
 
 
