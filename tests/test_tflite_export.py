@@ -223,6 +223,47 @@ def test_layer_norm_attention_and_gelu_match_litert(tmp_path):
         assert max_rel_diff(b, a) <= FLOAT_TOLERANCE and max_rel_diff(b, c) <= FLOAT_TOLERANCE
 
 
+class _RmsNormOps(torch.nn.Module):
+    """Llama's RMSNorm (pow 2, mean, rsqrt), a linear layer with SiLU, a negation, a square
+    root."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = torch.nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+        return -torch.nn.functional.silu(self.fc(x)) + (x.pow(2) + 1).pow(0.5)
+
+
+def test_rms_norm_silu_and_powers_match_litert(tmp_path):
+    x = torch.randn(4, 16)
+    result = export(_RmsNormOps().eval(), (x,), planner="greedy")
+    assert {"aten::pow.Tensor_Scalar_out", "aten::rsqrt.out", "aten::neg.out"} <= {
+        n.op for n in result.graph.nodes}
+    assert any(n.args.get("activation") == "aten::silu.out" for n in result.graph.nodes)
+    model = to_tflite(result.graph)
+    assert all(builtin_ops(model)[op] for op in ("RSQRT", "SQRT", "NEG", "LOGISTIC"))
+    write_bundle(result, tmp_path / "m.nee")
+    (ours,) = Program.load(tmp_path / "m.nee").run(x.numpy())
+    (theirs,) = run_litert(model, [x.numpy()])
+    expected = _RmsNormOps().eval()(x).detach().numpy()
+    assert max_rel_diff(theirs, ours) <= FLOAT_TOLERANCE
+    assert max_rel_diff(theirs, expected) <= FLOAT_TOLERANCE
+
+
+class _Cube(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.pow(3)
+
+
+def test_other_powers_are_refused():
+    result = export(_Cube(), (torch.randn(4),), planner="greedy")
+    with pytest.raises(ExportError, match=r"exponent of 2, 0.5 or -0.5, found 3"):
+        to_tflite(result.graph)
+
+
 class _Int8Ops(torch.nn.Module):
     """The int8 ops the examples lack: lookup tables (sigmoid, tanh, hardswish), mul, cat, a
     channel slice, a padded average pool, grouped and dilated depthwise convolutions, softmax."""

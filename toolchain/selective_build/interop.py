@@ -62,6 +62,10 @@ TFLITE_BUILTINS: dict[str, tuple[str, ...]] = {
     "aten::hardswish.out": ("HARD_SWISH",),
     "aten::hardsigmoid.out": ("ADD", "MUL"),
     "aten::gelu.out": ("GELU",),
+    "aten::silu.out": ("LOGISTIC", "MUL"),
+    "aten::rsqrt.out": ("RSQRT",),
+    "aten::neg.out": ("NEG",),
+    "aten::pow.Tensor_Scalar_out": ("MUL", "SQRT", "RSQRT"),
     "aten::bmm.out": ("BATCH_MATMUL",),
     "aten::where.self_out": ("SELECT_V2",),
     "aten::native_layer_norm.out": ("MEAN", "SUB", "MUL", "ADD", "RSQRT"),
@@ -79,7 +83,7 @@ TFLM_METHODS = {
     "RELU": "AddRelu", "RELU6": "AddRelu6", "RESHAPE": "AddReshape", "SLICE": "AddSlice",
     "SOFTMAX": "AddSoftmax", "SUB": "AddSub", "TANH": "AddTanh", "TRANSPOSE": "AddTranspose",
     "BATCH_MATMUL": "AddBatchMatMul", "GELU": "AddGelu", "RSQRT": "AddRsqrt",
-    "SELECT_V2": "AddSelectV2",
+    "SELECT_V2": "AddSelectV2", "NEG": "AddNeg", "SQRT": "AddSqrt",
 }
 
 

@@ -48,7 +48,7 @@ FUSED = ("RELU", "RELU6", "RELU_N1_TO_1")  # TFLite's fused clamps
 CLAMPS = {(0.0, 6.0): "RELU6", (-1.0, 1.0): "RELU_N1_TO_1"}  # hardtanh bounds -> TFLite
 # Float activations TFLite cannot fuse into an op, written after it (see ``_activated``).
 ACTIVATION_OPS = ("aten::hardswish.out", "aten::sigmoid.out", "aten::tanh.out",
-                  "aten::hardsigmoid.out", "aten::gelu.out")
+                  "aten::hardsigmoid.out", "aten::gelu.out", "aten::silu.out")
 # Operator versions are 1 (runtimes accept every version from 1, and no more is needed) but
 # where TFLite's first version is later: BROADCAST_TO starts at 2.
 FIRST_VERSIONS = {"BROADCAST_TO": 2}
@@ -331,10 +331,15 @@ def _activated(p: _Program, node: Node, perm: Perm) -> tuple[int, str, Callable[
 def _activation(p: _Program, act: str, x: int, y: int, name: str, perm: Perm,
                 approximate: str = "none") -> None:
     """Float activation ``act`` of TFLite tensor ``x`` into ``y`` (NEE tensor ``name``'s
-    shape in ``perm``): its TFLite op, or hardsigmoid as relu6(x + 3) * (1/6); GELU's
-    ``approximate`` is torch's ("none" or "tanh")."""
+    shape in ``perm``): its TFLite op, hardsigmoid as relu6(x + 3) * (1/6), SiLU as
+    x * sigmoid(x); GELU's ``approximate`` is torch's ("none" or "tanh")."""
     if act == "aten::gelu.out":
         p.op("GELU", [x], [y], tfl.gelu_options(approximate == "tanh"))
+        return
+    if act == "aten::silu.out":
+        gate = p.tensor(f"{name}/sigmoid", p.shape(name, perm), name)
+        p.op("LOGISTIC", [x], [gate])
+        p.op("MUL", [x, gate], [y], tfl.mul_options())
         return
     if act != "aten::hardsigmoid.out":
         builtin = {"aten::hardswish.out": "HARD_SWISH", "aten::sigmoid.out": "LOGISTIC",
@@ -350,7 +355,7 @@ def _activation(p: _Program, act: str, x: int, y: int, name: str, perm: Perm,
 
 
 def _float_activation(p: _Program, node: Node) -> None:
-    """A float hardsigmoid or GELU call (int8 ones are lookup tables), in its input's
+    """A float hardsigmoid, GELU or SiLU call (int8 ones are lookup tables), in its input's
     layout."""
     x = node_inputs(node)[0]
     _require_float(p, node, x)
@@ -363,6 +368,21 @@ def _require_float(p: _Program, node: Node, x: str) -> None:
     if p.graph.tensors[x].dtype != "float32":
         raise _refuse(node, "float32 operands", f"{p.graph.tensors[x].dtype} {x}",
                       "only float32 is exported for this op")
+
+
+def _power(p: _Program, node: Node) -> None:
+    """x ** 2 (MUL x x, as numpy computes it), x ** 0.5 (SQRT) or x ** -0.5 (RSQRT)."""
+    x, exponent = node.args["self"].name, node.args["exponent"]
+    _require_float(p, node, x)
+    if exponent not in (2, 0.5, -0.5):
+        raise _refuse(node, "an exponent of 2, 0.5 or -0.5", str(exponent),
+                      "other powers are not exported")
+    perm = p.layout(x)
+    source = p.value(x, perm)
+    if exponent == 2:
+        p.op("MUL", [source, source], [p.output(node, perm)], tfl.mul_options())
+    else:
+        p.op("SQRT" if exponent == 0.5 else "RSQRT", [source], [p.output(node, perm)])
 
 
 def _bmm(p: _Program, node: Node) -> None:
@@ -810,6 +830,10 @@ CONVERTERS: dict[str, Converter] = {
     "aten::hardswish.out": _unary("HARD_SWISH"),
     "aten::hardsigmoid.out": _float_activation,
     "aten::gelu.out": _float_activation,
+    "aten::silu.out": _float_activation,
+    "aten::rsqrt.out": _unary("RSQRT"),
+    "aten::neg.out": _unary("NEG"),
+    "aten::pow.Tensor_Scalar_out": _power,
     "aten::bmm.out": _bmm,
     "aten::where.self_out": _where,
     "aten::native_layer_norm.out": _layer_norm,
