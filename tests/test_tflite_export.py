@@ -19,6 +19,7 @@ from toolchain.errors import ExportError
 from toolchain.export import export
 from toolchain.export.result import ExportResult
 from toolchain.modules import load_file
+from toolchain.partition import subgraph
 from toolchain.quantize.options import Int8Options, split_samples
 from toolchain.selective_build.interop import TFLITE_BUILTINS, tflite_builtins
 from toolchain.serialize.bundle import write_bundle
@@ -251,6 +252,56 @@ def test_rms_norm_silu_and_powers_match_litert(tmp_path):
     expected = _RmsNormOps().eval()(x).detach().numpy()
     assert max_rel_diff(theirs, ours) <= FLOAT_TOLERANCE
     assert max_rel_diff(theirs, expected) <= FLOAT_TOLERANCE
+
+
+class _Sdpa(torch.nn.Module):
+    """One attention call: no mask, causal, a constant bool or float mask, or a mask made from
+    the input (``runtime``); ``kv_heads`` below 2 makes it grouped-query."""
+
+    def __init__(self, mask: str, kv_heads: int = 2) -> None:
+        super().__init__()
+        generator = torch.Generator().manual_seed(1)
+        self.mask, self.kv_heads = mask, kv_heads
+        self.register_buffer("bool_mask", torch.rand(1, 1, 5, 7, generator=generator) > 0.4)
+        self.bool_mask[..., 0] = True  # every row keeps a key
+        self.register_buffer("float_mask", torch.randn(1, 2, 5, 7, generator=generator))
+
+    def forward(self, q: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
+        k, v = kv[:, : self.kv_heads], kv[:, : self.kv_heads] * 0.5
+        mask = {"none": None, "causal": None, "bool": self.bool_mask, "float": self.float_mask,
+                "runtime": q @ kv.transpose(-1, -2) > 0, "whole": self.bool_mask & False}[self.mask]
+        return torch.nn.functional.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, is_causal=self.mask == "causal",
+            enable_gqa=self.kv_heads < 2)
+
+
+@pytest.mark.parametrize("mask", ["none", "causal", "bool", "float"])
+def test_attention_matches_litert_and_torch(tmp_path, mask):
+    generator = torch.Generator().manual_seed(2)
+    inputs = (torch.randn(1, 2, 5, 8, generator=generator),
+              torch.randn(1, 2, 7, 8, generator=generator))
+    result = export(_Sdpa(mask).eval(), inputs, planner="greedy")
+    assert "nee::scaled_dot_product_attention.out" in {n.op for n in result.graph.nodes}
+    model = to_tflite(result.graph)
+    assert builtin_ops(model)["BATCH_MATMUL"] == 2
+    write_bundle(result, tmp_path / "m.nee")
+    arrays = [t.numpy() for t in inputs]
+    (ours,) = Program.load(tmp_path / "m.nee").run(*arrays)
+    (theirs,) = run_litert(model, arrays)
+    expected = _Sdpa(mask).eval()(*inputs).numpy()
+    assert max_rel_diff(theirs, ours) <= FLOAT_TOLERANCE
+    assert max_rel_diff(theirs, expected) <= FLOAT_TOLERANCE
+
+
+@pytest.mark.parametrize(("mask", "kv_heads", "refusal"), [
+    ("runtime", 2, "a mask known at export"), ("whole", 2, "a row masked whole"),
+    ("none", 1, "key/value heads and batch dims equal to the query's")])
+def test_attention_tflite_cannot_match_is_refused(mask, kv_heads, refusal):
+    inputs = (torch.randn(1, 2, 5, 8), torch.randn(1, 2, 7, 8))
+    graph = export(_Sdpa(mask, kv_heads).eval(), inputs, planner="greedy").graph
+    (node,) = [n for n in graph.nodes if n.op == "nee::scaled_dot_product_attention.out"]
+    with pytest.raises(ExportError, match=refusal):
+        to_tflite(subgraph(graph, [node], graph.nodes))
 
 
 class _Cube(torch.nn.Module):

@@ -68,6 +68,7 @@ TFLITE_BUILTINS: dict[str, tuple[str, ...]] = {
     "aten::pow.Tensor_Scalar_out": ("MUL", "SQRT", "RSQRT"),
     "aten::bmm.out": ("BATCH_MATMUL",),
     "aten::where.self_out": ("SELECT_V2",),
+    "nee::scaled_dot_product_attention.out": ("MUL", "BATCH_MATMUL", "ADD", "SOFTMAX"),
     "aten::native_layer_norm.out": ("MEAN", "SUB", "MUL", "ADD", "RSQRT"),
 }
 LAYOUT_BUILTINS = ("RESHAPE", "TRANSPOSE", "SLICE", "BROADCAST_TO")

@@ -290,6 +290,6 @@ def gelu_options(approximate: bool) -> Options:
     return _options("GeluOptions", Approximate=approximate)
 
 
-def batch_matmul_options() -> Options:
-    """BATCH_MATMUL without adjoints: [..., M, K] @ [..., K, N]."""
-    return _options("BatchMatMulOptions")
+def batch_matmul_options(adj_y: bool = False) -> Options:
+    """BATCH_MATMUL: [..., M, K] @ [..., K, N], or @ [..., N, K] transposed with ``adj_y``."""
+    return _options("BatchMatMulOptions", AdjY=adj_y)

@@ -395,6 +395,63 @@ def _bmm(p: _Program, node: Node) -> None:
          [p.output(node, _identity(3))], tfl.batch_matmul_options())
 
 
+def _attention(p: _Program, node: Node) -> None:
+    """scaled_dot_product_attention as MUL (the query by the scale), BATCH_MATMUL (by the
+    keys, transposed), ADD (a constant mask: a causal one, a bool one as 0 / -inf, a float
+    one), SOFTMAX, BATCH_MATMUL (by the values). Only as many key/value heads as query heads,
+    and a mask known at export that leaves every row a key (torch gives such rows 0, SOFTMAX
+    would give NaN)."""
+    a, out = node.args, node.outputs[0]
+    q, k, v = (a[key].name for key in ("query", "key", "value"))
+    for x in (q, k, v):
+        _require_float(p, node, x)
+    shape, rank = p.shape(q), len(p.shape(q))
+    if p.shape(k)[:-2] != shape[:-2] or rank < 3:
+        raise _refuse(node, "key/value heads and batch dims equal to the query's",
+                      f"query {shape}, key {p.shape(k)}", "grouped-query attention stays on "
+                      "the numpy kernels")
+    mask = _attention_mask(p, node, (shape[-2], p.shape(k)[-2]))
+    perm = _identity(rank)
+    scale = a.get("scale") or 1 / math.sqrt(shape[-1])
+    scaled, scores = (p.tensor(f"{out}/{n}", s, q) for n, s in
+                      (("query", shape), ("scores", (*shape[:-1], p.shape(k)[-2]))))
+    p.op("MUL", [p.value(q, perm), p.const(f"{out}/scale", np.array(scale, np.float32))],
+         [scaled], tfl.mul_options())
+    p.op("BATCH_MATMUL", [scaled, p.value(k, perm)], [scores], tfl.batch_matmul_options(True))
+    if mask is not None:
+        masked = p.tensor(f"{out}/masked", (*shape[:-1], p.shape(k)[-2]), q)
+        p.op("ADD", [scores, p.const(f"{out}/mask", mask)], [masked], tfl.add_options())
+        scores = masked
+    weights = p.tensor(f"{out}/weights", (*shape[:-1], p.shape(k)[-2]), q)
+    p.op("SOFTMAX", [scores], [weights], tfl.softmax_options(1.0))
+    p.op("BATCH_MATMUL", [weights, p.value(v, perm)], [p.output(node, perm)],
+         tfl.batch_matmul_options())
+
+
+def _attention_mask(p: _Program, node: Node, size: tuple[int, int]) -> np.ndarray | None:
+    """The additive float32 mask of an attention call (None without one), refused unless it is
+    a constant leaving each row a key."""
+    a = node.args
+    if a.get("dropout_p"):
+        raise _refuse(node, "dropout_p 0", str(a["dropout_p"]), "export the model in eval mode")
+    if a.get("is_causal"):
+        mask = np.where(np.tri(*size, dtype=bool), np.float32(0), np.float32(-np.inf))
+    elif isinstance(a.get("attn_mask"), Ref):
+        name = a["attn_mask"].name
+        if not p.graph.is_const(name):
+            raise _refuse(node, "a mask known at export", f"mask {name} computed at run time",
+                          "such attention stays on the numpy kernels")
+        mask = p.graph.const_value(name)
+        if mask.dtype == np.bool_:
+            mask = np.where(mask, np.float32(0), np.float32(-np.inf))
+    else:
+        return None
+    if (np.isneginf(mask).all(axis=-1)).any():
+        raise _refuse(node, "a mask leaving every query row a key", "a row masked whole",
+                      "such attention stays on the numpy kernels")
+    return np.ascontiguousarray(mask, np.float32)
+
+
 def _where(p: _Program, node: Node) -> None:
     """SELECT_V2 (broadcasting) of float operands in NEE's order."""
     a, out = node.args, node.outputs[0]
@@ -836,6 +893,7 @@ CONVERTERS: dict[str, Converter] = {
     "aten::pow.Tensor_Scalar_out": _power,
     "aten::bmm.out": _bmm,
     "aten::where.self_out": _where,
+    "nee::scaled_dot_product_attention.out": _attention,
     "aten::native_layer_norm.out": _layer_norm,
 }
 
