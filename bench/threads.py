@@ -1,7 +1,7 @@
 """NEE at 1 and 2 BLAS threads beside CPU-bound background work: does 2 threads collapse?
 
 Usage: python bench/threads.py [--models cnn,mobilenet_v2,resnet18,transformer] [--loads 0,1,2]
-                               [--runs 40] [--blocks 6]
+                               [--runs 40] [--blocks 6] [--board rpi5]
 
 Exports each zoo model (examples/, to a temp dir), loads it three times: ``threads=1``,
 ``threads=2`` (the runtime's policy: a governor that falls back to 1 thread while that runs
@@ -13,6 +13,9 @@ time of each and, per block, the ratios of the medians 2-thread/1-thread (median
 over blocks; > 1: 2 threads slower) for the governed and the fixed program, and the governor's
 choice at the end. The issue's target: governed 2-thread/1-thread <= 1.2 at every load.
 The machine here has 2 cores, shared with other work: absolute times move between runs.
+``--board rpi5`` exports for that board's recipe (its XNNPACK delegate: LiteRT's interpreters get
+the program's thread count for XNNPACK's own pool, which the governor does not switch; it
+switches the BLAS threads of calls left on the numpy kernels).
 """
 
 from __future__ import annotations
@@ -37,17 +40,20 @@ from runtime_py.threads import Fixed  # noqa: E402
 TARGET = 1.2
 
 
-def export_zoo(names: list[str], folder: Path) -> dict[str, Path]:
-    """Each example exported as a bundle under ``folder``."""
+def export_zoo(names: list[str], folder: Path, board: str | None) -> dict[str, Path]:
+    """Each example exported as a bundle under ``folder`` (for ``board``'s recipe if given)."""
+    from toolchain.boards import load_board
     from toolchain.cli import _load_target
     from toolchain.export import export
     from toolchain.serialize.bundle import write_bundle
 
+    recipe = load_board(board) if board else None
     paths = {}
     for name in names:
         module, factory = _load_target(f"{ROOT}/examples/{name}.py:Model")
         paths[name] = folder / f"{name}.nee"
-        write_bundle(export(factory(), module.example_inputs(), name=name), paths[name])
+        write_bundle(export(factory(), module.example_inputs(), name=name, board=recipe),
+                     paths[name])
     return paths
 
 
@@ -104,11 +110,12 @@ def main() -> int:
     parser.add_argument("--loads", default="0,1,2")
     parser.add_argument("--runs", type=int, default=40)
     parser.add_argument("--blocks", type=int, default=6)
+    parser.add_argument("--board", help="export for this board recipe (e.g. rpi5: XNNPACK)")
     args = parser.parse_args()
     names, loads = args.models.split(","), [int(x) for x in args.loads.split(",")]
     missed = []
     with tempfile.TemporaryDirectory() as tmp:
-        paths = export_zoo(names, Path(tmp))
+        paths = export_zoo(names, Path(tmp), args.board)
         print(f"{'model':14} load {'1 thread ms':>12} {'2 governed':>12} {'2 fixed':>12} "
               f"{'governed/1':>18} {'fixed/1':>18} choice")
         for name in names:
