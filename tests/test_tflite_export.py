@@ -226,7 +226,7 @@ def test_layer_norm_attention_and_gelu_match_litert(tmp_path):
 
 class _RmsNormOps(torch.nn.Module):
     """Llama's RMSNorm (pow 2, mean, rsqrt), a linear layer with SiLU, a negation, a square
-    root."""
+    root, a cube (GPT-2's GELU)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -235,7 +235,7 @@ class _RmsNormOps(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
-        return -torch.nn.functional.silu(self.fc(x)) + (x.pow(2) + 1).pow(0.5)
+        return -torch.nn.functional.silu(self.fc(x)) + (x.pow(2) + 1).pow(0.5) + x.pow(3)
 
 
 def test_rms_norm_silu_and_powers_match_litert(tmp_path):
@@ -304,14 +304,14 @@ def test_attention_tflite_cannot_match_is_refused(mask, kv_heads, refusal):
         to_tflite(subgraph(graph, [node], graph.nodes))
 
 
-class _Cube(torch.nn.Module):
+class _FourthPower(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x.pow(3)
+        return x.pow(4)
 
 
 def test_other_powers_are_refused():
-    result = export(_Cube(), (torch.randn(4),), planner="greedy")
-    with pytest.raises(ExportError, match=r"exponent of 2, 0.5 or -0.5, found 3"):
+    result = export(_FourthPower(), (torch.randn(4),), planner="greedy")
+    with pytest.raises(ExportError, match=r"exponent of 2, 3, 0.5 or -0.5, found 4"):
         to_tflite(result.graph)
 
 

@@ -371,18 +371,23 @@ def _require_float(p: _Program, node: Node, x: str) -> None:
 
 
 def _power(p: _Program, node: Node) -> None:
-    """x ** 2 (MUL x x, as numpy computes it), x ** 0.5 (SQRT) or x ** -0.5 (RSQRT)."""
+    """x ** 2 (MUL x x, as numpy computes it), x ** 3 (MUL by x again: GPT-2's GELU; within
+    an ulp or two of numpy's pow), x ** 0.5 (SQRT) or x ** -0.5 (RSQRT)."""
     x, exponent = node.args["self"].name, node.args["exponent"]
     _require_float(p, node, x)
-    if exponent not in (2, 0.5, -0.5):
-        raise _refuse(node, "an exponent of 2, 0.5 or -0.5", str(exponent),
+    if exponent not in (2, 3, 0.5, -0.5):
+        raise _refuse(node, "an exponent of 2, 3, 0.5 or -0.5", str(exponent),
                       "other powers are not exported")
     perm = p.layout(x)
-    source = p.value(x, perm)
-    if exponent == 2:
-        p.op("MUL", [source, source], [p.output(node, perm)], tfl.mul_options())
-    else:
+    source, out = p.value(x, perm), node.outputs[0]
+    if exponent in (0.5, -0.5):
         p.op("SQRT" if exponent == 0.5 else "RSQRT", [source], [p.output(node, perm)])
+        return
+    square = p.output(node, perm) if exponent == 2 else p.tensor(f"{out}/square",
+                                                                 p.shape(out, perm), out)
+    p.op("MUL", [source, source], [square], tfl.mul_options())
+    if exponent == 3:
+        p.op("MUL", [square, source], [p.output(node, perm)], tfl.mul_options())
 
 
 def _bmm(p: _Program, node: Node) -> None:
