@@ -1,6 +1,6 @@
 """A fuzzer for the loader: mutated bundles must be refused with a NeeError or run unchanged.
 
-Usage: python tests/bundle_fuzz.py BUNDLE [--cases N] [--kind bytes|fields] [--seed S]
+Usage: python tests/bundle_fuzz.py BUNDLE [--cases N] [--kind bytes|fields|payload] [--seed S]
 
 Each case mutates BUNDLE and loads and runs the result on seeded random inputs. Outcomes:
   refused    a NeeError at load or run (what the runtime promises)
@@ -16,7 +16,10 @@ Each case mutates BUNDLE and loads and runs the result on seeded random inputs. 
 ``fields`` rewrites one field of the decoded tables (a shape, stride, index, size, offset,
 step, dtype, kind, argument value; nodes swapped or dropped; in any method; state buffers,
 buckets and size expressions) and re-packs it as a valid bundle, checksums recomputed, so only
-semantic validation stands in the way. Every method runs on each case, from a reset state (a
+semantic validation stands in the way. ``payload`` flips bits in or overwrites bytes of one
+delegate payload (an XNNPACK partition's .tflite model, an NPU command stream) and re-packs it
+likewise: what reaches the delegate's own loader (LiteRT verifies its flatbuffer); "changed"
+is then a forged model that loads. Every method runs on each case, from a reset state (a
 symbolic method at its max and at its min).
 """
 
@@ -29,6 +32,7 @@ import signal
 import sys
 import tempfile
 import traceback
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -47,10 +51,11 @@ from toolchain.serialize.bundle import write_to  # noqa: E402
 Outcome = str
 
 
-def mutate_bytes(data: bytes, rng: random.Random) -> tuple[bytes, str]:
-    """One byte-level mutation of ``data``, and what it was."""
+def mutate_bytes(data: bytes, rng: random.Random, kinds: int = 5) -> tuple[bytes, str]:
+    """One byte-level mutation of ``data``, and what it was; ``kinds=2``: only those keeping
+    its length (bit flips, an overwrite)."""
     out = bytearray(data)
-    kind = rng.randrange(5)
+    kind = rng.randrange(kinds)
     at = rng.randrange(len(out))
     if kind == 0:
         for _ in range(rng.randint(1, 4)):
@@ -292,17 +297,39 @@ FIELD_MUTATIONS: list[Callable[[Any, random.Random], str]] = [
                                _delegate)), _segment, _state, _bucket, _size_expr]
 
 
-def repacked(data: bytes, mutate: Callable[[Any], object]) -> bytes:
-    """Bundle ``data`` with its decoded tables changed by ``mutate``, re-packed as a valid
-    bundle: the segments' bytes kept, the checksums recomputed."""
+def _decoded(data: bytes) -> tuple[Any, list[bytes]]:
+    """Bundle ``data``'s tables (object API) and its segments' bytes."""
     bundle = BundleT.InitFromObj(Bundle.GetRootAs(data, SIZE_PREFIX_BYTES))
     base = segment_base(int.from_bytes(data[:4], "little"))
-    blobs = [data[base + s.offset:base + s.offset + s.size] for s in bundle.segments or []]
-    mutate(bundle)
+    return bundle, [data[base + s.offset:base + s.offset + s.size] for s in bundle.segments or []]
+
+
+def _packed(bundle: Any, blobs: list[bytes]) -> bytes:
+    """A valid bundle of these tables and segments, checksums computed."""
     with tempfile.TemporaryFile() as f:
         write_to(f, bundle, blobs)
         f.seek(0)
         return f.read()
+
+
+def repacked(data: bytes, mutate: Callable[[Any], object]) -> bytes:
+    """Bundle ``data`` with its decoded tables changed by ``mutate``, re-packed as a valid
+    bundle: the segments' bytes kept, the checksums recomputed."""
+    bundle, blobs = _decoded(data)
+    mutate(bundle)
+    return _packed(bundle, blobs)
+
+
+def mutate_payload(data: bytes, rng: random.Random) -> tuple[bytes, str]:
+    """Bit flips or an overwrite in one delegate payload segment, re-packed with the checksums
+    recomputed (IndexError for a bundle without payloads)."""
+    bundle, blobs = _decoded(data)
+    segments = sorted({p.segment for program in [bundle, *(bundle.methods or [])]
+                       for d in program.delegates or [] for p in d.payload or []})
+    k = rng.choice(segments)
+    blobs[k], what = mutate_bytes(blobs[k], rng, kinds=2)
+    bundle.segments[k].crc32 = zlib.crc32(blobs[k])
+    return _packed(bundle, blobs), f"payload segment {k}: {what}"
 
 
 def mutate_fields(data: bytes, rng: random.Random) -> tuple[bytes, str]:
@@ -313,7 +340,7 @@ def mutate_fields(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     return mutated, what[0]
 
 
-MUTATORS = {"bytes": mutate_bytes, "fields": mutate_fields}
+MUTATORS = {"bytes": mutate_bytes, "fields": mutate_fields, "payload": mutate_payload}
 
 
 HANG_SECONDS = 10.0

@@ -28,6 +28,23 @@ def test_field_rewrites_are_refused_or_run_without_crashing(exported, name):
     assert {k.split(":")[0] for k in counts} <= {"refused", "same", "changed"}, counts
 
 
+def test_forged_xnnpack_payloads_are_refused_or_run(tmp_path):
+    """Bit flips and overwrites in an XNNPACK partition's .tflite, checksums recomputed, reach
+    LiteRT: its flatbuffer verifier and checks refuse some (a BundleError); the rest load and
+    run a forged model ("changed"); none crashes, hangs or reads unwritten memory."""
+    pytest.importorskip("ai_edge_litert")
+    from tests.conftest import load_example
+    from toolchain.boards import load_board
+
+    module = load_example("cnn")
+    path = tmp_path / "cnn.nee"
+    write_bundle(export(module.Model().eval(), module.example_inputs(),
+                        board=load_board("rpi5")), path)
+    counts = fuzz(path, 300, "payload", seed=4)
+    assert set(counts) <= {"refused", "same", "changed", "changed: payload segment"}, counts
+    assert counts["refused"] > 0 and sum(counts[k] for k in ("refused", "same", "changed")) == 300
+
+
 class _TinyDecoder(torch.nn.Module):
     """A cache of 8 positions written with index_copy_ and attended under a causal mask."""
 
