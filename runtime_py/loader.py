@@ -59,6 +59,7 @@ class LoadedBundle:
     bundle: BundleT  # the whole bundle, or one method's view of it (see ``methods``)
     data: mmap.mmap
     segment_base: int
+    max_arena_bytes: int | None = None  # the caller's memory limit (delegates' own too)
 
     @property
     def method_name(self) -> str:
@@ -103,7 +104,7 @@ def load_bundle(path: str | Path, *, check_kernels: bool = True,
     except _DECODE_ERRORS as e:
         raise BundleError(path, "a well-formed NEE flatbuffer", f"corrupt data ({e})",
                           "the file is damaged; export it again") from e
-    loaded = LoadedBundle(path, bundle, data, segment_base(size))
+    loaded = LoadedBundle(path, bundle, data, segment_base(size), max_arena_bytes)
     _validate(loaded, check_kernels, verify_segments, max_arena_bytes)
     return loaded
 

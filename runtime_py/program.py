@@ -437,7 +437,7 @@ class Program:
             [self.tensors[k] for k in ints(d.inputs)], [self.tensors[k] for k in ints(d.outputs)],
             ints(d.inputOffsets), ints(d.outputOffsets), scratch, fast,
             _estimate(d.estimate), functools.partial(self._reference, index),
-            self.thread_policy.most)
+            self.thread_policy.most, self.loaded.max_arena_bytes)
         self.partitions.append(partition)
         backend = self.backends.get(d.backend, self.backends["cpu"])
         return Call(f"{DELEGATE_CALL}[{index}]", backend.prepare(partition),

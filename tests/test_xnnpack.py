@@ -139,3 +139,39 @@ def test_litert_gets_the_programs_threads(tmp_path) -> None:
     _, _, _, path = _bundle(tmp_path, "mlp")
     assert Program.load(path).partitions[0].threads == BOARD.threads  # the recipe's
     assert Program.load(path, threads=1).partitions[0].threads == 1
+
+
+def test_a_forged_payload_is_refused_at_load(tmp_path) -> None:
+    """A tensor shape forged to 2^30 elements in the partition's .tflite (checksums recomputed)
+    is refused before LiteRT allocates it when the caller bounds memory; a payload LiteRT
+    cannot parse is refused at load either way."""
+    import zlib
+
+    import tflite
+    from bundle_fuzz import _decoded, _packed
+
+    _, _, _, path = _bundle(tmp_path, "cnn")
+
+    def forged(change) -> Path:
+        bundle, blobs = _decoded(path.read_bytes())
+        k = bundle.delegates[0].payload[0].segment
+        model = bytearray(blobs[k])
+        change(model)
+        blobs[k] = bytes(model)
+        bundle.segments[k].crc32 = zlib.crc32(blobs[k])
+        out = tmp_path / "forged.nee"
+        out.write_bytes(_packed(bundle, blobs))
+        return out
+
+    def huge(model: bytearray) -> None:
+        graph = tflite.Model.GetRootAsModel(model, 0).Subgraphs(0)
+        graph.Tensors(graph.Outputs(0)).ShapeAsNumpy()[-1] = 1 << 30  # a view of ``model``
+
+    with pytest.raises(BundleError, match=r"tensors: expected at most 1073741824 bytes"):
+        Program.load(forged(huge), max_arena_bytes=1 << 30)
+
+    def truncated(model: bytearray) -> None:
+        model[:4] = (1 << 31).to_bytes(4, "little")  # the root table far outside the model
+
+    with pytest.raises(BundleError, match="LiteRT loads and runs"):
+        Program.load(forged(truncated))

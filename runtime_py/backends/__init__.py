@@ -58,6 +58,7 @@ class Partition:
     estimate: Estimate | None
     reference: Callable[[], list[Bound]]
     threads: int = 1  # the threads the program may use (its thread policy's most)
+    memory_limit: int | None = None  # bytes a backend may allocate for it (max_arena_bytes)
 
 
 class Backend(Protocol):

@@ -1,7 +1,9 @@
 """The XNNPACK backend: a partition written as .tflite (payload ``model``), run by ai-edge-litert's
 interpreter, which applies XNNPACK to what it supports (and TFLite's own kernels to the rest).
 
-The interpreter is made once per partition at load, with its tensors allocated; a run copies
+The interpreter is made once per partition at load, with its tensors allocated (within the
+caller's ``max_arena_bytes``, checked before LiteRT allocates), and invoked once there, so a
+payload LiteRT refuses or cannot run is a BundleError at load; a run copies
 the partition's inputs from the arena into it, invokes it and copies its outputs back (LiteRT's
 Python API refuses to run while numpy views of its buffers are alive, so the copies stay). The
 backend is registered only where ai-edge-litert is installed (``pip install 'nee[xnnpack]'``);
@@ -10,6 +12,7 @@ elsewhere a bundle exported with a CPU fallback runs the partitions on the numpy
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -30,30 +33,53 @@ class Xnnpack:
     label = "XNNPACK (ai-edge-litert)"
 
     def prepare(self, partition: Partition) -> Bound:
-        """The interpreter of the partition's model, checked against its arena I/O."""
+        """The interpreter of the partition's model, checked against its arena I/O and run once
+        (a model LiteRT refuses, cannot run, or whose tensors exceed the caller's memory limit
+        is a BundleError here, not at a run)."""
         from ai_edge_litert.interpreter import Interpreter
 
-        model = partition.payload.get("model")
         where = f"partition {partition.index} ({partition.backend})"
         try:
-            interpreter = Interpreter(model_content=bytes(model), num_threads=partition.threads)
+            interpreter = Interpreter(model_content=bytes(partition.payload.get("model")),
+                                      num_threads=partition.threads)
+            _check_memory(where, interpreter, partition.memory_limit)
             interpreter.allocate_tensors()
-        except (TypeError, ValueError, RuntimeError) as e:
-            raise BundleError(where, "a .tflite model LiteRT loads (payload 'model')", str(e),
-                              "export the bundle again") from e
-        ins = _indices(where, "input", interpreter.get_input_details(), partition.inputs)
-        outs = _indices(where, "output", interpreter.get_output_details(), partition.outputs)
+            ins = _indices(where, "input", interpreter.get_input_details(), partition.inputs)
+            outs = _indices(where, "output", interpreter.get_output_details(),
+                            partition.outputs)
+            interpreter.invoke()
+        except (TypeError, ValueError, RuntimeError) as e:  # UnicodeDecodeError is a ValueError
+            raise _refused(where, e) from e
         pairs_in = list(zip(ins, partition.inputs, strict=True))
         pairs_out = list(zip(outs, partition.outputs, strict=True))
 
         def run() -> None:
             for k, view in pairs_in:
                 interpreter.set_tensor(k, view)
-            interpreter.invoke()
+            try:
+                interpreter.invoke()
+            except (RuntimeError, ValueError) as e:
+                raise _refused(where, e) from e
             for k, view in pairs_out:
                 np.copyto(view, interpreter.get_tensor(k))
 
         return run
+
+
+def _refused(where: str, error: Exception) -> BundleError:
+    return BundleError(where, "a .tflite model LiteRT loads and runs (payload 'model')",
+                       f"{type(error).__name__}: {error}", "export the bundle again")
+
+
+def _check_memory(where: str, interpreter: Any, limit: int | None) -> None:
+    """The model's tensors (constants and activations, before LiteRT allocates them) within
+    ``limit`` bytes: a forged shape could ask for terabytes."""
+    total = sum(math.prod(int(n) for n in d["shape"]) * np.dtype(d["dtype"]).itemsize
+                for d in interpreter.get_tensor_details())
+    if limit is not None and total > limit:
+        raise BundleError(f"{where} tensors", f"at most {limit} bytes (the caller's "
+                          "max_arena_bytes)", f"{total} bytes", "raise max_arena_bytes or "
+                          "export the bundle again")
 
 
 def _indices(where: str, role: str, details: list[dict[str, Any]],
