@@ -144,7 +144,8 @@ class Program:
         """Map, validate and prepare a bundle for running; ``backends`` add to or replace
         ``runtime_py.backends.BACKENDS`` by name (e.g. an Ethos-U with a device driver);
         ``verify_segments=False`` skips the weights' CRC-32s and ``max_arena_bytes`` bounds
-        the arenas (see ``load_bundle``); ``threads`` caps the BLAS threads of a run (default:
+        the arenas (see ``load_bundle``) and what a delegate backend allocates per partition
+        (LiteRT's tensors); ``threads`` caps the BLAS threads of a run (default:
         the board recipe's, else 1; with more than 1 the runtime falls back to 1 while that
         runs faster, see ``runtime_py.threads``)."""
         if threads is not None and threads < 1:
