@@ -254,6 +254,36 @@ def test_rms_norm_silu_and_powers_match_litert(tmp_path):
     assert max_rel_diff(theirs, expected) <= FLOAT_TOLERANCE
 
 
+class _Conv1d(torch.nn.Module):
+    """Whisper's and wav2vec2's front ends: 1-D convolutions with GELU, strided, padded (not as
+    SAME), depthwise."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.a = torch.nn.Conv1d(3, 8, 3, padding=1)
+        self.b = torch.nn.Conv1d(8, 8, 3, stride=2, padding=1)
+        self.c = torch.nn.Conv1d(8, 8, 5, padding=2, groups=8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.nn.functional.gelu(self.a(x))
+        return self.c(torch.relu(self.b(y)))
+
+
+def test_1d_convolutions_match_litert(tmp_path):
+    x = torch.randn(1, 3, 20)
+    result = export(_Conv1d().eval(), (x,), planner="greedy")
+    model = to_tflite(result.graph)
+    ops = builtin_ops(model)
+    assert ops["CONV_2D"] == 2 and ops["DEPTHWISE_CONV_2D"] == 1 and ops["GELU"] == 1
+    write_bundle(result, tmp_path / "m.nee")
+    (ours,) = Program.load(tmp_path / "m.nee").run(x.numpy())
+    (theirs,) = run_litert(model, [x.numpy()])
+    expected = _Conv1d().eval()(x).detach().numpy()
+    assert max_rel_diff(theirs, ours) <= FLOAT_TOLERANCE
+    assert max_rel_diff(theirs, expected) <= FLOAT_TOLERANCE
+
+
 class _Sdpa(torch.nn.Module):
     """One attention call: no mask, causal, a constant bool or float mask, or a mask made from
     the input (``runtime``); ``kv_heads`` below 2 makes it grouped-query."""

@@ -548,16 +548,26 @@ def window_padding(sizes: Sequence[int], kernel: Sequence[int], stride: Sequence
     return "SAME"
 
 
+def _as_nhwc(p: _Program, x: str) -> tuple[int, tuple[int, ...]]:
+    """``x`` as a TFLite NHWC tensor and its shape: a 3-D [N, C, L] ``x`` (a 1-D convolution's)
+    as [N, 1, L, C]."""
+    if len(p.shape(x)) == 4:
+        return p.value(x, NHWC), p.shape(x, NHWC)
+    (n, c, length), nwc = p.shape(x), (0, 2, 1)
+    shape = (n, 1, length, c)
+    return p.reshape(p.value(x, nwc), p.shape(x, nwc), shape, f"{x}@nhwc", x), shape
+
+
 def _padded(p: _Program, x: str, geometry: dict[str, tuple[int, ...]],
             fill: float | None = None) -> tuple[int, str]:
     """NHWC ``x`` ready for a window op with torch's ``padding``: (tensor, TFLite padding).
     Padding neither SAME nor VALID is a PAD op (the zero point, or 0.0) or with ``fill`` a
     PADV2 (``fill`` in x's dtype and quantization)."""
-    source = p.value(x, NHWC)
-    mode = window_padding(p.shape(x)[2:], **geometry)
+    source, (n, h, w, c) = _as_nhwc(p, x)
+    mode = window_padding((h, w), **geometry)
     if mode is not None:
         return source, mode
-    (ph, pw), (n, h, w, c) = geometry["padding"], p.shape(x, NHWC)
+    ph, pw = geometry["padding"]
     padded = p.tensor(f"{x}/padded", (n, h + 2 * ph, w + 2 * pw, c), x)
     operands = [source, p.ints(f"{x}/pads", [[0, 0], [ph, ph], [pw, pw], [0, 0]])]
     if fill is None:
@@ -609,18 +619,24 @@ def _bias(p: _Program, node: Node, key: str | None, x: str, weight: str, n: int)
 
 
 def _conv(p: _Program, node: Node) -> None:
-    """CONV_2D (grouped too), or DEPTHWISE_CONV_2D when groups == input channels > 1."""
+    """CONV_2D (grouped too), or DEPTHWISE_CONV_2D when groups == input channels > 1; a 1-D
+    convolution as one over a height of 1."""
     a = node.args
     if a.get("transposed"):
         raise _refuse(node, "a forward convolution", "transposed=True",
                       "TRANSPOSE_CONV is not exported yet")
     x, weight = a["input"].name, _const_weight(p, node, "weight")
-    if weight.ndim != 4:
-        raise _refuse(node, "a 2-D convolution (4-D weight)", f"{weight.ndim - 2}-D",
-                      "only 2-D convolutions are exported to TFLite")
+    if weight.ndim not in (3, 4):
+        raise _refuse(node, "a 1-D or 2-D convolution", f"{weight.ndim - 2}-D",
+                      "only 1-D and 2-D convolutions are exported to TFLite")
+    one_d = weight.ndim == 3  # as 2-D over a height of 1
+    if one_d:
+        weight = weight[:, :, None, :]
     channels, (o, _, kh, kw) = p.shape(x)[1], weight.shape
     depthwise = a["groups"] == channels > 1
-    geometry = _geometry(a, (kh, kw))
+    geometry = ({key: (0 if key == "padding" else 1, v[0])
+                 for key, v in _geometry(a, (kw,)).items()} if one_d
+                else _geometry(a, (kh, kw)))
     source, padding = _padded(p, x, geometry)
     quant = p.graph.tensors[a["weight"].name].quant
     if depthwise and quant is not None and quant.axis is not None:
@@ -628,14 +644,20 @@ def _conv(p: _Program, node: Node) -> None:
     filters = weight.transpose((1, 2, 3, 0) if depthwise else (0, 2, 3, 1))
     operands = [source, p.const(a["weight"].name, np.ascontiguousarray(filters), quant),
                 _bias(p, node, "bias", x, a["weight"].name, o)]
-    out, fused, finish = _activated(p, node, NHWC)
+    out, fused, finish = _activated(p, node, (0, 2, 1) if one_d else NHWC)
+    target = out
+    if one_d:  # CONV_2D writes [N, 1, L, O], reshaped into the [N, L, O] output
+        n, length, _ = p.shape(node.outputs[0], (0, 2, 1))
+        target = p.tensor(f"{node.outputs[0]}/nhwc", (n, 1, length, o), node.outputs[0])
     common = {"stride": geometry["stride"], "dilation": geometry["dilation"],
               "padding": padding, "activation": fused}
     if depthwise:
-        p.op("DEPTHWISE_CONV_2D", operands, [out],
+        p.op("DEPTHWISE_CONV_2D", operands, [target],
              tfl.depthwise_conv2d_options(o // channels, **common))
     else:
-        p.op("CONV_2D", operands, [out], tfl.conv2d_options(**common))
+        p.op("CONV_2D", operands, [target], tfl.conv2d_options(**common))
+    if one_d:
+        p.op("RESHAPE", [target, p.ints(f"{node.outputs[0]}/shape", (n, length, o))], [out])
     finish()
 
 
