@@ -61,6 +61,23 @@ def assert_outputs_match(result: ExportResult, ours: list[np.ndarray],
             assert max_rel_diff(a, b) <= FLOAT_TOLERANCE, (out, producers[out].op)
 
 
+def litert_matches_ours_and_torch(result: ExportResult, module: torch.nn.Module,
+                                  inputs: tuple[torch.Tensor, ...], folder: Path) -> bytes:
+    """``result``'s float program as .tflite (returned), run by LiteRT's reference kernels:
+    each output within FLOAT_TOLERANCE of NEE's program's and of ``module``'s."""
+    model = to_tflite(result.graph)
+    write_bundle(result, folder / "m.nee")
+    arrays = [t.numpy() for t in inputs]
+    ours = Program.load(folder / "m.nee").run(*arrays)
+    with torch.no_grad():
+        expected = module(*inputs)
+    expected = [expected] if isinstance(expected, torch.Tensor) else list(expected)
+    for a, b, c in zip(ours, run_litert(model, arrays), expected, strict=True):
+        assert max_rel_diff(b, a) <= FLOAT_TOLERANCE
+        assert max_rel_diff(b, c.numpy()) <= FLOAT_TOLERANCE
+    return model
+
+
 def differing_elements(a: np.ndarray, b: np.ndarray) -> int:
     """How many elements of two same-shape arrays differ in any byte."""
     rows = [np.ascontiguousarray(v).view(np.uint8).reshape(v.size, -1) for v in (a, b)]
@@ -212,16 +229,10 @@ def test_layer_norm_attention_and_gelu_match_litert(tmp_path):
     result = export(_AttentionOps().eval(), (x,), planner="greedy")
     assert {"aten::native_layer_norm.out", "aten::bmm.out", "aten::where.self_out",
             "nee::addmm_act.out", "aten::gelu.out"} <= {n.op for n in result.graph.nodes}
-    model = to_tflite(result.graph)
-    ops = builtin_ops(model)
+    ops = builtin_ops(litert_matches_ours_and_torch(result, _AttentionOps().eval(), (x,),
+                                                    tmp_path))
     for op in ("GELU", "BATCH_MATMUL", "SELECT_V2", "RSQRT", "MEAN", "SOFTMAX"):
         assert ops[op] >= 1, op
-    write_bundle(result, tmp_path / "m.nee")
-    ours = Program.load(tmp_path / "m.nee").run(x.numpy())
-    theirs = run_litert(model, [x.numpy()])
-    expected = [t.detach().numpy() for t in _AttentionOps().eval()(x)]
-    for a, b, c in zip(ours, theirs, expected, strict=True):
-        assert max_rel_diff(b, a) <= FLOAT_TOLERANCE and max_rel_diff(b, c) <= FLOAT_TOLERANCE
 
 
 class _RmsNormOps(torch.nn.Module):
@@ -244,14 +255,8 @@ def test_rms_norm_silu_and_powers_match_litert(tmp_path):
     assert {"aten::pow.Tensor_Scalar_out", "aten::rsqrt.out", "aten::neg.out"} <= {
         n.op for n in result.graph.nodes}
     assert any(n.args.get("activation") == "aten::silu.out" for n in result.graph.nodes)
-    model = to_tflite(result.graph)
+    model = litert_matches_ours_and_torch(result, _RmsNormOps().eval(), (x,), tmp_path)
     assert all(builtin_ops(model)[op] for op in ("RSQRT", "SQRT", "NEG", "LOGISTIC"))
-    write_bundle(result, tmp_path / "m.nee")
-    (ours,) = Program.load(tmp_path / "m.nee").run(x.numpy())
-    (theirs,) = run_litert(model, [x.numpy()])
-    expected = _RmsNormOps().eval()(x).detach().numpy()
-    assert max_rel_diff(theirs, ours) <= FLOAT_TOLERANCE
-    assert max_rel_diff(theirs, expected) <= FLOAT_TOLERANCE
 
 
 class _Conv1d(torch.nn.Module):
@@ -273,15 +278,8 @@ class _Conv1d(torch.nn.Module):
 def test_1d_convolutions_match_litert(tmp_path):
     x = torch.randn(1, 3, 20)
     result = export(_Conv1d().eval(), (x,), planner="greedy")
-    model = to_tflite(result.graph)
-    ops = builtin_ops(model)
+    ops = builtin_ops(litert_matches_ours_and_torch(result, _Conv1d().eval(), (x,), tmp_path))
     assert ops["CONV_2D"] == 2 and ops["DEPTHWISE_CONV_2D"] == 1 and ops["GELU"] == 1
-    write_bundle(result, tmp_path / "m.nee")
-    (ours,) = Program.load(tmp_path / "m.nee").run(x.numpy())
-    (theirs,) = run_litert(model, [x.numpy()])
-    expected = _Conv1d().eval()(x).detach().numpy()
-    assert max_rel_diff(theirs, ours) <= FLOAT_TOLERANCE
-    assert max_rel_diff(theirs, expected) <= FLOAT_TOLERANCE
 
 
 class _Sdpa(torch.nn.Module):
@@ -312,15 +310,8 @@ def test_attention_matches_litert_and_torch(tmp_path, mask):
               torch.randn(1, 2, 7, 8, generator=generator))
     result = export(_Sdpa(mask).eval(), inputs, planner="greedy")
     assert "nee::scaled_dot_product_attention.out" in {n.op for n in result.graph.nodes}
-    model = to_tflite(result.graph)
+    model = litert_matches_ours_and_torch(result, _Sdpa(mask).eval(), inputs, tmp_path)
     assert builtin_ops(model)["BATCH_MATMUL"] == 2
-    write_bundle(result, tmp_path / "m.nee")
-    arrays = [t.numpy() for t in inputs]
-    (ours,) = Program.load(tmp_path / "m.nee").run(*arrays)
-    (theirs,) = run_litert(model, arrays)
-    expected = _Sdpa(mask).eval()(*inputs).numpy()
-    assert max_rel_diff(theirs, ours) <= FLOAT_TOLERANCE
-    assert max_rel_diff(theirs, expected) <= FLOAT_TOLERANCE
 
 
 @pytest.mark.parametrize(("mask", "kv_heads", "refusal"), [

@@ -73,10 +73,12 @@ def _refused(where: str, error: Exception) -> BundleError:
 
 def _check_memory(where: str, interpreter: Any, limit: int | None) -> None:
     """The model's tensors (constants and activations, before LiteRT allocates them) within
-    ``limit`` bytes: a forged shape could ask for terabytes."""
+    ``limit`` bytes (if any): a forged shape could ask for terabytes."""
+    if limit is None:
+        return
     total = sum(math.prod(int(n) for n in d["shape"]) * np.dtype(d["dtype"]).itemsize
                 for d in interpreter.get_tensor_details())
-    if limit is not None and total > limit:
+    if total > limit:
         raise BundleError(f"{where} tensors", f"at most {limit} bytes (the caller's "
                           "max_arena_bytes)", f"{total} bytes", "raise max_arena_bytes or "
                           "export the bundle again")

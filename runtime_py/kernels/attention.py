@@ -39,7 +39,7 @@ def _scores_shape(query: np.ndarray, key: np.ndarray, groups: int) -> tuple[int,
     return (*np.broadcast_shapes(q_lead, key.shape[:-2]), rows, key.shape[-2])
 
 
-def _causal_bias(length: int, source: int) -> np.ndarray:
+def causal_bias(length: int, source: int) -> np.ndarray:
     """(length, source) additive mask, 0 where key j <= query i else -inf (torch's top-left
     aligned causal mask), as a strided view of a length + source - 1 vector."""
     line = np.zeros(length + source - 1, np.float32)
@@ -54,7 +54,7 @@ def _masking(scores: np.ndarray, attn_mask: np.ndarray | None, is_causal: bool,
     if is_causal:
         if attn_mask is not None:
             raise ValueError("attn_mask and is_causal cannot both be set")
-        bias = _causal_bias(*scores.shape[-2:])
+        bias = causal_bias(*scores.shape[-2:])
     elif attn_mask is None:
         return None
     elif attn_mask.dtype == np.bool_:

@@ -33,6 +33,7 @@ import numpy as np
 import tflite
 
 from runtime_py.kernels._common import expand_param
+from runtime_py.kernels.attention import causal_bias
 from toolchain.errors import ExportError, UnsupportedModelError
 from toolchain.export.result import ExportResult
 from toolchain.ir import Graph, Node, Quant, Ref, contiguous_strides, node_inputs
@@ -416,18 +417,18 @@ def _attention(p: _Program, node: Node) -> None:
                       f"query {shape}, key {p.shape(k)}", "grouped-query attention stays on "
                       "the numpy kernels")
     mask = _attention_mask(p, node, (shape[-2], p.shape(k)[-2]))
-    perm = _identity(rank)
+    perm, scores_shape = _identity(rank), (*shape[:-1], p.shape(k)[-2])
     scale = a.get("scale") or 1 / math.sqrt(shape[-1])
     scaled, scores = (p.tensor(f"{out}/{n}", s, q) for n, s in
-                      (("query", shape), ("scores", (*shape[:-1], p.shape(k)[-2]))))
+                      (("query", shape), ("scores", scores_shape)))
     p.op("MUL", [p.value(q, perm), p.const(f"{out}/scale", np.array(scale, np.float32))],
          [scaled], tfl.mul_options())
     p.op("BATCH_MATMUL", [scaled, p.value(k, perm)], [scores], tfl.batch_matmul_options(True))
     if mask is not None:
-        masked = p.tensor(f"{out}/masked", (*shape[:-1], p.shape(k)[-2]), q)
+        masked = p.tensor(f"{out}/masked", scores_shape, q)
         p.op("ADD", [scores, p.const(f"{out}/mask", mask)], [masked], tfl.add_options())
         scores = masked
-    weights = p.tensor(f"{out}/weights", (*shape[:-1], p.shape(k)[-2]), q)
+    weights = p.tensor(f"{out}/weights", scores_shape, q)
     p.op("SOFTMAX", [scores], [weights], tfl.softmax_options(1.0))
     p.op("BATCH_MATMUL", [weights, p.value(v, perm)], [p.output(node, perm)],
          tfl.batch_matmul_options())
@@ -440,7 +441,7 @@ def _attention_mask(p: _Program, node: Node, size: tuple[int, int]) -> np.ndarra
     if a.get("dropout_p"):
         raise _refuse(node, "dropout_p 0", str(a["dropout_p"]), "export the model in eval mode")
     if a.get("is_causal"):
-        mask = np.where(np.tri(*size, dtype=bool), np.float32(0), np.float32(-np.inf))
+        mask = causal_bias(*size)
     elif isinstance(a.get("attn_mask"), Ref):
         name = a["attn_mask"].name
         if not p.graph.is_const(name):
@@ -808,7 +809,7 @@ def _nonnegative(p: _Program, x: str) -> bool:
     """Whether every (real) value of ``x`` is >= 0 because the node writing it is a ReLU or
     clamps at >= 0 (fused ReLU, ReLU6, hardtanh with min >= 0, an int8 clamp at or above the
     zero point); then padding with 0 never wins a max."""
-    node = next((n for n in p.graph.nodes if x in n.outputs), None)
+    node = p.graph.producers().get(x)
     if node is None or p.graph.tensors[x].view_of is not None:
         return False
     a = node.args
