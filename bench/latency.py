@@ -10,7 +10,8 @@ the same inputs, run for run alternately. Prints the median of the per-pair rati
 and their quartiles (lower is better; the target is <= 1.5 on mobilenet_v2, resnet18 and
 transformer) and, with --profile, the per-op breakdown of the slowest model. With --executorch
 (needs ``pip install executorch==1.5.1``) the peer runtime is timed too: its portable CPU
-kernels (the same role as NEE's numpy kernels) and its XNNPACK delegate. With --xnnpack, NEE's
+kernels (the same role as NEE's numpy kernels) and its XNNPACK delegate (ET-xnnpack/NEE:
+paired run for run with NEE's numpy program; with --xnnpack too, unpaired). With --xnnpack, NEE's
 XNNPACK delegate (the model exported for board rpi5, whose recipe names it; LiteRT runs the
 partitions) is timed too, paired with the numpy program run for run: its ms and numpy/xnnpack (>
 1: the delegate faster); with both flags, ET-xnnpack / NEE-best (NEE's faster backend for the
@@ -138,7 +139,9 @@ def measure(models: list[str], runs: int, threads: int, peer: bool,
             rows.append({"model": name, "threads": threads, "nee_ms": nee_ms,
                          "torch_ms": torch_ms, "ratio": statistics.median(ratios),
                          "quartiles": quartiles, "profile": profile, **fast,
-                         **(executorch_ms(model, inputs, runs, threads, best) if peer else {})})
+                         **(executorch_ms(model, inputs, runs, threads,
+                                          best or (lambda p=program, a=arrays: p.run(*a)))
+                            if peer else {})})
     return rows
 
 
@@ -200,9 +203,10 @@ def main() -> None:
         low, high = row["quartiles"]
         line = (f"{row['model']:20s} {row['threads']:7d} {row['nee_ms']:9.3f} "
                 f"{row['torch_ms']:9.3f} {row['ratio']:9.2f} {f'{low:.2f}-{high:.2f}':>26s}")
-        if args.executorch:
-            line += (f" {row['et_portable_ms'] / row['nee_ms']:15.2f}"
-                     f" {row['et_xnnpack_ms'] / row['nee_ms']:15.2f}")
+        if args.executorch:  # without --xnnpack, NEE's best backend is numpy: paired
+            et_over_numpy = (row["et_xnnpack_ms"] / row["nee_ms"] if args.xnnpack
+                             else row["et_xnnpack_over_best"])
+            line += f" {row['et_portable_ms'] / row['nee_ms']:15.2f} {et_over_numpy:15.2f}"
         if args.xnnpack:
             line += f" {row['xnnpack_ms']:14.3f} {row['numpy_over_xnnpack']:13.2f}"
         if args.xnnpack and args.executorch:

@@ -43,7 +43,7 @@ def main() -> None:
     names = args.models.split(",")
     print(f"{'model':20} {'calls':>5} {'run us':>9} {'runtime us':>10} {'kernels us/call':>15}")
     with tempfile.TemporaryDirectory() as tmp:
-        for name, path in export_zoo(names, Path(tmp)).items():
+        for name, path in export_zoo(names, Path(tmp), None).items():
             program = Program.load(path)
             inputs = inputs_for(program)
             median_us(program, inputs, 10)  # warm-up

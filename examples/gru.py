@@ -1,7 +1,8 @@
 """Small GRU sequence classifier with the cell math written out over time steps.
 
-(nn.GRU also exports to core ops, but as unregistered ``_flat_weights`` attributes; the
-explicit cell keeps the weights ordinary parameters.)
+(``nn.GRU`` exports too, with a torch warning about its ``_flat_weights`` attributes; both
+export to one input projection for the sequence and one fused call per step:
+toolchain/passes/batch_steps.py and fuse_rnn_cells.py.)
 """
 
 from __future__ import annotations

@@ -282,6 +282,29 @@ def test_1d_convolutions_match_litert(tmp_path):
     assert ops["CONV_2D"] == 2 and ops["DEPTHWISE_CONV_2D"] == 1 and ops["GELU"] == 1
 
 
+class _Recurrent(torch.nn.Module):
+    """A GRU and an LSTM (time major), both of whose steps fuse into one call each."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.gru, self.lstm = torch.nn.GRU(6, 8), torch.nn.LSTM(8, 8)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y, _ = self.gru(x)
+        z, (_, c) = self.lstm(y)
+        return z, c
+
+
+def test_fused_recurrent_cells_match_litert(tmp_path):
+    x = torch.randn(4, 2, 6)
+    result = export(_Recurrent().eval(), (x,), planner="greedy")
+    cells = [n.op for n in result.graph.nodes if n.op.endswith("_cell.out")]
+    assert cells == ["nee::gru_cell.out"] * 4 + ["nee::lstm_cell.out"] * 4
+    ops = builtin_ops(litert_matches_ours_and_torch(result, _Recurrent().eval(), (x,), tmp_path))
+    assert ops["LOGISTIC"] == 2 * 4 + 3 * 4 and ops["TANH"] == 4 + 2 * 4
+
+
 class _Sdpa(torch.nn.Module):
     """One attention call: no mask, causal, a constant bool or float mask, or a mask made from
     the input (``runtime``); ``kv_heads`` below 2 makes it grouped-query."""

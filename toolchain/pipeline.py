@@ -7,10 +7,14 @@
 - fold_qdq before alias_views: it matches dequantize -> op -> quantize on functional ops and
   turns views between int8 values into views of the int8 tensors, which alias_views then
   aliases.
+- batch_steps before alias_views: it rewrites functional selects and products, whose
+  reshape/view/select alias_views then aliases.
 - alias_views next: view ops have no kernels; later passes only see compute ops and aliases.
 - to_out_variant after alias_views: view ops have no out overloads.
 - fold_constants after to_out_variant: it evaluates calls with the runtime's out kernels.
 - fuse_activation after fold_constants: folded producers are gone, so fusion sees real ones.
+- fuse_rnn_cells after fold_constants (a first step's folded projection is final) and before
+  add_scratch (its kernels have workspaces).
 - drop_unused_outputs after fold_constants (a folded call's outputs are gone) and before
   add_scratch (the workspace is sized for the single-output kernel).
 - npu_tables before add_scratch (the calls it writes need workspaces too) and after
@@ -33,6 +37,7 @@ from collections.abc import Callable
 from toolchain.ir import Graph
 from toolchain.passes.add_scratch import add_scratch
 from toolchain.passes.alias_views import alias_views
+from toolchain.passes.batch_steps import batch_steps
 from toolchain.passes.check_supported import check_supported
 from toolchain.passes.delegate_cpu import delegate_cpu
 from toolchain.passes.delegate_npu import delegate_npu
@@ -42,6 +47,7 @@ from toolchain.passes.fold_batchnorm import fold_batchnorm
 from toolchain.passes.fold_constants import fold_constants
 from toolchain.passes.fold_qdq import fold_qdq
 from toolchain.passes.fuse_activation import fuse_activation
+from toolchain.passes.fuse_rnn_cells import fuse_rnn_cells
 from toolchain.passes.npu_tables import npu_tables
 from toolchain.passes.reuse_inputs import reuse_inputs
 from toolchain.passes.to_out_variant import to_out_variant
@@ -54,10 +60,12 @@ PASSES: list[Pass] = [
     fill_from_shape,
     fold_batchnorm,
     fold_qdq,
+    batch_steps,
     alias_views,
     to_out_variant,
     fold_constants,
     fuse_activation,
+    fuse_rnn_cells,
     drop_unused_outputs,
     npu_tables,
     add_scratch,

@@ -147,7 +147,7 @@ class Kernel:
 # The kernel modules, each with its KERNELS dict; a pruned runtime ships some of them
 # (runtime_py/build_info.py, written by nee-build).
 MODULES = ("elementwise", "reduce", "linalg", "nn", "shape", "creation", "fused", "attention",
-           "indexing", "quantized")
+           "indexing", "quantized", "recurrent")
 
 
 def _registry() -> dict[str, Kernel]:

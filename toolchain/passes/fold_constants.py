@@ -9,7 +9,8 @@ Rewrites: a node reading only constants (weights, folded values, or nothing, lik
     constant of its own, so kernels read weights in the layout they use. Broadcast views (a zero
     stride) stay views: materialising them would only grow the bundle; so do views of a
     constant that is also read in its own layout (tied weights: an embedding table that is also
-    the transposed LM head), which the bundle then holds once.
+    the transposed LM head), which the bundle then holds once. The same view made more than
+    once (a weight transposed at every step of an unrolled loop) becomes one constant.
 Requires: "out_variant" (kernels are looked up by out-variant name).
 Ensures: "consts_folded": no node but those writing ``run_time`` values has only constant
     inputs; constant views are contiguous or broadcasts.
@@ -35,9 +36,16 @@ def fold_constants(graph: Graph) -> Graph:
     graph.nodes = kept
     direct = {graph.storage_of(n) for node in graph.nodes for n in node_inputs(node)
               if graph.tensors[n].is_contiguous}
-    for name, t in graph.tensors.items():
+    made: dict[tuple, str] = {}  # (root, shape, strides, offset) -> the constant made of it
+    for name, t in list(graph.tensors.items()):
         if (t.view_of and graph.is_const(name) and not t.is_contiguous and 0 not in t.strides
                 and t.view_of not in direct):
+            key = (t.view_of, t.shape, t.strides, t.offset)
+            if key in made:  # the same view again (a weight transposed once per step)
+                graph.rename(name, made[key])
+                del graph.tensors[name]
+                continue
+            made[key] = name
             data = np.ascontiguousarray(graph.const_value(name))
             t.view_of, t.strides, t.offset, t.kind, t.data = None, None, 0, "const", data
     graph.ensured.add("consts_folded")

@@ -70,6 +70,8 @@ TFLITE_BUILTINS: dict[str, tuple[str, ...]] = {
     "aten::where.self_out": ("SELECT_V2",),
     "nee::scaled_dot_product_attention.out": ("MUL", "BATCH_MATMUL", "ADD", "SOFTMAX"),
     "aten::native_layer_norm.out": ("MEAN", "SUB", "MUL", "ADD", "RSQRT"),
+    "nee::gru_cell.out": ("SLICE", "ADD", "LOGISTIC", "MUL", "TANH", "SUB"),
+    "nee::lstm_cell.out": ("SLICE", "LOGISTIC", "TANH", "MUL", "ADD"),
 }
 LAYOUT_BUILTINS = ("RESHAPE", "TRANSPOSE", "SLICE", "BROADCAST_TO")
 

@@ -458,6 +458,59 @@ def _attention_mask(p: _Program, node: Node, size: tuple[int, int]) -> np.ndarra
     return np.ascontiguousarray(mask, np.float32)
 
 
+def _chunks(p: _Program, node: Node, key: str, parts: str) -> dict[str, int]:
+    """SLICEs of gate tensor ``node.args[key]`` (..., k H) into its chunks (..., H), by name."""
+    out = node.outputs[0]
+    shape = p.shape(out)
+    gates, size = p.value(node.args[key].name, _identity(len(shape))), p.ints(f"{out}/size", shape)
+    chunks = {}
+    for k, part in enumerate(parts):
+        chunks[part] = p.tensor(f"{out}/{key}/{part}", shape, out)
+        begin = p.ints(f"{out}/{key}/{part}/begin", [0] * (len(shape) - 1) + [k * shape[-1]])
+        p.op("SLICE", [gates, begin, size], [chunks[part]])
+    return chunks
+
+
+def _elementwise(p: _Program, node: Node) -> Callable[..., int]:
+    """``step(builtin, name, *inputs)``: an elementwise op on tensors of ``node``'s output shape
+    into a new one (named after the output), returned."""
+    options = {"ADD": tfl.add_options, "SUB": tfl.sub_options, "MUL": tfl.mul_options}
+    out = node.outputs[0]
+
+    def step(builtin: str, name: str, *inputs: int) -> int:
+        result = p.tensor(f"{out}/{name}", p.shape(out), out)
+        p.op(builtin, list(inputs), [result], options[builtin]() if builtin in options else None)
+        return result
+
+    return step
+
+
+def _gru_cell(p: _Program, node: Node) -> None:
+    """One GRU step (runtime_py/kernels/recurrent.py): SLICEs of both gate tensors into their
+    r, z, n chunks, r and z as ADD then LOGISTIC, n as MUL, ADD, TANH, and the new state
+    n + z (h - n) as SUB, MUL, ADD, in NEE's order."""
+    x, h = _chunks(p, node, "input_gates", "rzn"), _chunks(p, node, "hidden_gates", "rzn")
+    step, perm = _elementwise(p, node), _identity(len(p.shape(node.outputs[0])))
+    r, z = (step("LOGISTIC", part, step("ADD", f"{part}_sum", x[part], h[part]))
+            for part in "rz")
+    n = step("TANH", "n", step("ADD", "n_sum", x["n"], step("MUL", "r_h", r, h["n"])))
+    change = step("MUL", "z_d", step("SUB", "d", p.value(node.args["hidden"].name, perm), n), z)
+    p.op("ADD", [change, n], [p.output(node, perm)], tfl.add_options())
+
+
+def _lstm_cell(p: _Program, node: Node) -> None:
+    """One LSTM step: SLICEs of the gates into i, f, g, o, LOGISTIC of i, f, o and TANH of g,
+    c' = f c + i g (MUL, MUL, ADD), h' = o tanh(c') (TANH, MUL), in NEE's order."""
+    gates, step = _chunks(p, node, "gates", "ifgo"), _elementwise(p, node)
+    perm = _identity(len(p.shape(node.outputs[0])))
+    i, f, o = (step("LOGISTIC", part, gates[part]) for part in "ifo")
+    g = step("TANH", "g", gates["g"])
+    kept = step("MUL", "f_c", f, p.value(node.args["cell"].name, perm))
+    cell = p.define(node.outputs[1], perm)
+    p.op("ADD", [kept, step("MUL", "i_g", i, g)], [cell], tfl.add_options())
+    p.op("MUL", [o, step("TANH", "c_tanh", cell)], [p.output(node, perm)], tfl.mul_options())
+
+
 def _where(p: _Program, node: Node) -> None:
     """SELECT_V2 (broadcasting) of float operands in NEE's order."""
     a, out = node.args, node.outputs[0]
@@ -923,6 +976,8 @@ CONVERTERS: dict[str, Converter] = {
     "aten::where.self_out": _where,
     "nee::scaled_dot_product_attention.out": _attention,
     "aten::native_layer_norm.out": _layer_norm,
+    "nee::gru_cell.out": _gru_cell,
+    "nee::lstm_cell.out": _lstm_cell,
 }
 
 

@@ -1,0 +1,106 @@
+"""Pass: one linear layer over a whole sequence instead of one per time step.
+
+Rewrites: ``addmm(b, select(X, dim, i), W)`` (or ``mm``) for every index i along ``dim`` of a
+    float32 3-D X (not its last dim), with one bias, one W (the same tensor, or transposes of
+    the same weight) and one alpha/beta, become one ``addmm(b, reshape(X, [-1, D]), W)``
+    viewed back as X's shape with N features, and each step's result a ``select`` of it at i.
+    This is the input projection of a recurrent cell written per step (``nn.GRU`` and
+    ``nn.LSTM`` decompose to it already): one BLAS call for the sequence, not one per step.
+    The calls and the transposes left unread are removed.
+Requires: a functional graph (before alias_views: the reshape, view and selects become aliases).
+Ensures: no such family of per-step products remains.
+"""
+
+from __future__ import annotations
+
+import math
+
+from toolchain.ir import Graph, Node, Ref, Tensor, node_inputs
+
+LINEAR = ("aten::addmm.default", "aten::mm.default")
+SELECT, PERMUTE = "aten::select.int", "aten::permute.default"
+
+
+def batch_steps(graph: Graph) -> Graph:
+    """Apply the rewrite described in the module docstring."""
+    producer = graph.producers()
+    families: dict[tuple, list[tuple[int, Node]]] = {}
+    for node in graph.nodes:
+        key = _family(graph, node, producer)
+        if key is not None:
+            index = producer[node.args[_operands(node)[0]].name]
+            families.setdefault(key, []).append((index.args["index"] % _size(graph, key), node))
+    orphans: list[Node] = []
+    for key, steps in families.items():
+        if sorted(i for i, _ in steps) == list(range(_size(graph, key))) and len(steps) > 1:
+            orphans += [producer[n.args[a].name] for _, n in steps for a in _operands(n)
+                        if n.args[a].name in producer]
+            _batch(graph, key, steps)
+    _drop_unread(graph, orphans)
+    return graph
+
+
+def _operands(node: Node) -> tuple[str, str]:
+    """The argument names of a product's left and right matrices."""
+    return ("mat1", "mat2") if node.op == LINEAR[0] else ("self", "mat2")
+
+
+def _family(graph: Graph, node: Node, producer: dict[str, Node]) -> tuple | None:
+    """(op, X, dim, weight, other args) of a per-step product, None if ``node`` is not one."""
+    if node.op not in LINEAR:
+        return None
+    left, right = _operands(node)
+    step = producer.get(node.args[left].name)
+    if step is None or step.op != SELECT:
+        return None
+    x = graph.tensors[step.args["self"].name]
+    dim = step.args["dim"] % max(len(x.shape), 1)
+    if len(x.shape) != 3 or x.dtype != "float32" or dim == 2:
+        return None
+    weight = node.args[right].name
+    source = producer.get(weight)
+    if source is not None and source.op == PERMUTE and list(source.args["dims"]) == [1, 0]:
+        weight = ("transposed", source.args["self"].name)
+    rest = tuple(sorted((k, v.name if isinstance(v, Ref) else v) for k, v in node.args.items()
+                        if k not in (left, right)))
+    return node.op, x.name, dim, weight, rest
+
+
+def _size(graph: Graph, key: tuple) -> int:
+    return graph.tensors[key[1]].shape[key[2]]
+
+
+def _batch(graph: Graph, key: tuple, steps: list[tuple[int, Node]]) -> None:
+    """One product over all of X before the first step; each step selects its rows."""
+    op, x_name, dim, _, _ = key
+    first = min((graph.nodes.index(n), n) for _, n in steps)[1]
+    left = _operands(first)[0]
+    x = graph.tensors[x_name]
+    features = graph.tensors[first.outputs[0]].shape[-1]
+    stem = first.outputs[0]
+    flat, product, shaped = (f"{stem}_{s}" for s in ("steps_in", "steps", "steps_out"))
+    for name, shape in ((flat, (math.prod(x.shape[:2]), x.shape[2])),
+                        (product, (math.prod(x.shape[:2]), features)),
+                        (shaped, (*x.shape[:2], features))):
+        graph.tensors[name] = Tensor(name, shape, x.dtype, "activation")
+    new = [Node("aten::reshape.default", {"self": Ref(x_name), "shape": [-1, x.shape[2]]},
+                [flat], first.source),
+           Node(op, {**first.args, left: Ref(flat)}, [product], first.source, first.call),
+           Node("aten::view.default", {"self": Ref(product), "size": [*x.shape[:2], features]},
+                [shaped], first.source)]
+    at = graph.nodes.index(first)
+    graph.nodes[at:at] = new
+    for index, node in steps:
+        node.op, node.args = SELECT, {"self": Ref(shaped), "dim": dim, "index": index}
+
+
+def _drop_unread(graph: Graph, candidates: list[Node]) -> None:
+    """Remove the ``candidates`` (the selects and transposes the rewritten steps read) that
+    nothing reads any more."""
+    read = {n for node in graph.nodes for n in node_inputs(node)} | set(graph.outputs)
+    dead = {id(n) for n in candidates if not read.intersection(n.outputs)}
+    for node in candidates:
+        if id(node) in dead:
+            for out in node.outputs:
+                graph.tensors.pop(out, None)
+    graph.nodes = [n for n in graph.nodes if id(n) not in dead]
