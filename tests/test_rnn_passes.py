@@ -114,3 +114,30 @@ def test_a_cell_whose_gate_is_read_elsewhere_is_left_as_it_is(tmp_path):
 def test_projections_of_some_steps_only_stay_per_step(tmp_path):
     ops = _ops(run_both(FirstSteps(), torch.randn(2, 5, 6), tmp_path=tmp_path))
     assert ops.count(ADDMM) == 2 + 1 and ops.count(CELL) == 2  # 2 inputs, 1 hidden (step 1)
+
+
+class Stacked(nn.Module):
+    """A multi-layer / bidirectional / bias-free torch RNN returning every output and state."""
+
+    def __init__(self, kind: type[nn.Module], **options: object) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.rnn = kind(6, 8, **options)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        y, state = self.rnn(x)
+        return y, *(state if isinstance(state, tuple) else (state,))
+
+
+@pytest.mark.parametrize("kind", [nn.GRU, nn.LSTM])
+@pytest.mark.parametrize(("options", "shape", "cells"), [
+    ({"num_layers": 2}, (5, 1, 6), 10),
+    ({"bidirectional": True, "batch_first": True}, (1, 5, 6), 10),
+    ({"num_layers": 2, "bidirectional": True}, (4, 3, 6), 16),
+    ({"bias": False, "batch_first": True}, (2, 4, 6), 4),
+])
+def test_stacked_bidirectional_and_bias_free_rnns_fuse_every_step(
+        tmp_path, kind: type[nn.Module], options: dict, shape: tuple[int, ...], cells: int):
+    ops = _ops(run_both(Stacked(kind, **options), torch.randn(*shape), tmp_path=tmp_path))
+    assert sum(op.endswith("_cell.out") for op in ops) == cells
+    assert not {"aten::sigmoid.out", "aten::tanh.out"} & set(ops)
