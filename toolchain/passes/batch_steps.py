@@ -73,7 +73,8 @@ def _size(graph: Graph, key: tuple) -> int:
 def _batch(graph: Graph, key: tuple, steps: list[tuple[int, Node]]) -> None:
     """One product over all of X before the first step; each step selects its rows."""
     op, x_name, dim, _, _ = key
-    first = min((graph.nodes.index(n), n) for _, n in steps)[1]
+    members = {id(n) for _, n in steps}
+    at, first = next((i, n) for i, n in enumerate(graph.nodes) if id(n) in members)
     left = _operands(first)[0]
     x = graph.tensors[x_name]
     features = graph.tensors[first.outputs[0]].shape[-1]
@@ -88,7 +89,6 @@ def _batch(graph: Graph, key: tuple, steps: list[tuple[int, Node]]) -> None:
            Node(op, {**first.args, left: Ref(flat)}, [product], first.source, first.call),
            Node("aten::view.default", {"self": Ref(product), "size": [*x.shape[:2], features]},
                 [shaped], first.source)]
-    at = graph.nodes.index(first)
     graph.nodes[at:at] = new
     for index, node in steps:
         node.op, node.args = SELECT, {"self": Ref(shaped), "dim": dim, "index": index}
