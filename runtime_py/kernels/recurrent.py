@@ -56,6 +56,19 @@ def _gru_scratch(hidden: np.ndarray, **_: object) -> int:
     return workspace_bytes(((2, *hidden.shape), "float32"), (hidden.shape, "float32"))
 
 
+def _check_gru(input_gates: np.ndarray, hidden_gates: np.ndarray, hidden: np.ndarray, *,
+               out: np.ndarray, **_: object) -> None:
+    """Float32 gates (..., 3H) and hidden (..., H) of one shape but the last dim give (..., H)."""
+    inputs = {"input_gates": rules.tensor(input_gates, "input_gates"),
+              "hidden_gates": rules.tensor(hidden_gates, "hidden_gates"),
+              "hidden": rules.tensor(hidden, "hidden")}
+    gates = (*hidden.shape[:-1], 3 * hidden.shape[-1]) if hidden.ndim else None
+    if (input_gates.shape != gates or hidden_gates.shape != gates
+            or {a.dtype for a in (input_gates, hidden_gates, hidden)} != {rules.FLOAT32}):
+        rules.refuse(inputs, "float32 gates (..., 3H) and hidden (..., H), leading dims equal")
+    rules.expect(out, hidden.shape, hidden.dtype, inputs)
+
+
 def lstm_cell(gates: np.ndarray, cell: np.ndarray, *, out: np.ndarray, cell_out: np.ndarray,
               scratch: np.ndarray | None = None) -> Bound:
     """One LSTM step from its summed gates (module docstring)."""
@@ -96,19 +109,6 @@ def _check_lstm(gates: np.ndarray, cell: np.ndarray, *, out: np.ndarray,
         rules.refuse(inputs, "float32 gates (..., 4H) and cell (..., H), leading dims equal")
     rules.expect(out, cell.shape, cell.dtype, inputs)
     rules.expect(cell_out, cell.shape, cell.dtype, inputs, "cell_out")
-
-
-def _check_gru(input_gates: np.ndarray, hidden_gates: np.ndarray, hidden: np.ndarray, *,
-           out: np.ndarray, **_: object) -> None:
-    """Float32 gates (..., 3H) and hidden (..., H) of one shape but the last dim give (..., H)."""
-    inputs = {"input_gates": rules.tensor(input_gates, "input_gates"),
-              "hidden_gates": rules.tensor(hidden_gates, "hidden_gates"),
-              "hidden": rules.tensor(hidden, "hidden")}
-    gates = (*hidden.shape[:-1], 3 * hidden.shape[-1]) if hidden.ndim else None
-    if (input_gates.shape != gates or hidden_gates.shape != gates
-            or {a.dtype for a in (input_gates, hidden_gates, hidden)} != {rules.FLOAT32}):
-        rules.refuse(inputs, "float32 gates (..., 3H) and hidden (..., H), leading dims equal")
-    rules.expect(out, hidden.shape, hidden.dtype, inputs)
 
 
 KERNELS: dict[str, Kernel] = {

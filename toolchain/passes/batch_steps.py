@@ -28,8 +28,8 @@ def batch_steps(graph: Graph) -> Graph:
     for node in graph.nodes:
         key = _family(graph, node, producer)
         if key is not None:
-            index = producer[node.args[_operands(node)[0]].name]
-            families.setdefault(key, []).append((index.args["index"] % _size(graph, key), node))
+            select = producer[node.args[_operands(node)[0]].name]
+            families.setdefault(key, []).append((select.args["index"] % _size(graph, key), node))
     orphans: list[Node] = []
     for key, steps in families.items():
         if sorted(i for i, _ in steps) == list(range(_size(graph, key))) and len(steps) > 1:

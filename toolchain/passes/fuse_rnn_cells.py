@@ -51,11 +51,13 @@ def fuse_rnn_cells(graph: Graph) -> Graph:
     for name, nodes in graph.readers().items():
         readers.setdefault(graph.storage_of(name), set()).update(map(id, nodes))
     position = {id(n): i for i, n in enumerate(graph.nodes)}
-    outputs = {graph.storage_of(name) for name in graph.outputs}
+    # tensors no intermediate may be: graph outputs and storages that have views
+    exposed = {graph.storage_of(name) for name in graph.outputs}
+    exposed.update(t.view_of for t in graph.tensors.values() if t.view_of)
     replaced: dict[int, Node | None] = {}
     for node in graph.nodes:
         step = next((s for match in MATCHERS if (s := match(graph, node, producer))), None)
-        if step is None or not _private(graph, step, readers, outputs, position):
+        if step is None or not _private(step, readers, exposed, position):
             continue
         replaced.update(dict.fromkeys(map(id, step.nodes)))
         replaced[id(node)] = _fused(graph, step)
@@ -213,10 +215,11 @@ def _adjacent(graph: Graph, chunks: tuple[str, ...]) -> bool:
                     for k, c in enumerate(t)))
 
 
-def _private(graph: Graph, step: _Step, readers: dict[str, set[int]], outputs: set[str],
+def _private(step: _Step, readers: dict[str, set[int]], exposed: set[str],
              position: dict[int, int]) -> bool:
-    """Whether the step's intermediates are read by its own calls only and are no outputs,
-    with its other outputs (c') read outside it only after its last call."""
+    """Whether the step's intermediates are read by its own calls only and are not
+    ``exposed`` (outputs, viewed), with its other outputs (c') read outside it only after its
+    last call."""
     inside, last = set(map(id, step.nodes)), position[id(step.nodes[-1])]
     extra = set(step.outputs.values())
     for node in step.nodes[:-1]:
@@ -224,8 +227,7 @@ def _private(graph: Graph, step: _Step, readers: dict[str, set[int]], outputs: s
         if name in extra:
             if any(position[r] < last for r in readers.get(name, set()) - inside):
                 return False
-        elif (name in outputs or not readers.get(name, set()) <= inside
-              or any(t.view_of == name for t in graph.tensors.values())):
+        elif name in exposed or not readers.get(name, set()) <= inside:
             return False
     return True
 

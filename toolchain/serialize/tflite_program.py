@@ -53,6 +53,8 @@ ACTIVATION_OPS = ("aten::hardswish.out", "aten::sigmoid.out", "aten::tanh.out",
 # Operator versions are 1 (runtimes accept every version from 1, and no more is needed) but
 # where TFLite's first version is later: BROADCAST_TO starts at 2.
 FIRST_VERSIONS = {"BROADCAST_TO": 2}
+# The options table of each elementwise binary builtin (called with a fused activation or none).
+BINARY_OPTIONS = {"ADD": tfl.add_options, "SUB": tfl.sub_options, "MUL": tfl.mul_options}
 
 
 def write_tflite(result: ExportResult, path: str | Path) -> int:
@@ -102,6 +104,10 @@ class _Program:
     values: dict[str, dict[Perm, int]] = field(default_factory=dict)
     latest: dict[str, str] = field(default_factory=dict)  # storage -> tensor last written there
     owners: dict[str, Node] | None = None  # TFLite tensor name -> the node it was written for
+    producers: dict[str, Node] = field(init=False)  # the graph's, which conversion leaves as is
+
+    def __post_init__(self) -> None:
+        self.producers = self.graph.producers()
 
     def convert(self) -> bytes:
         inputs = [self.define(name, _identity(len(self.shape(name)))) for name in self.graph.inputs]
@@ -474,12 +480,12 @@ def _chunks(p: _Program, node: Node, key: str, parts: str) -> dict[str, int]:
 def _elementwise(p: _Program, node: Node) -> Callable[..., int]:
     """``step(builtin, name, *inputs)``: an elementwise op on tensors of ``node``'s output shape
     into a new one (named after the output), returned."""
-    options = {"ADD": tfl.add_options, "SUB": tfl.sub_options, "MUL": tfl.mul_options}
     out = node.outputs[0]
 
     def step(builtin: str, name: str, *inputs: int) -> int:
         result = p.tensor(f"{out}/{name}", p.shape(out), out)
-        p.op(builtin, list(inputs), [result], options[builtin]() if builtin in options else None)
+        options = BINARY_OPTIONS.get(builtin)
+        p.op(builtin, list(inputs), [result], options() if options else None)
         return result
 
     return step
@@ -557,8 +563,7 @@ def _layer_norm(p: _Program, node: Node) -> None:
     for i, (builtin, operand) in enumerate(chain):
         last = i == len(chain) - 1
         z = p.output(node, perm) if last else p.tensor(f"{out}/step{i}", p.shape(x), x)
-        options = tfl.mul_options() if builtin == "MUL" else tfl.add_options()
-        p.op(builtin, [y, operand], [z], options)
+        p.op(builtin, [y, operand], [z], BINARY_OPTIONS[builtin]())
         y = z
 
 
@@ -772,7 +777,7 @@ def _operand(p: _Program, name: str, perm: Perm) -> int:
 
 def _binary(builtin: str) -> Converter:
     """ADD/SUB/MUL (broadcasting; a number operand is a scalar constant)."""
-    options = {"ADD": tfl.add_options, "SUB": tfl.sub_options, "MUL": tfl.mul_options}[builtin]
+    options = BINARY_OPTIONS[builtin]
 
     def convert(p: _Program, node: Node) -> None:
         a, out = node.args, node.outputs[0]
@@ -862,7 +867,7 @@ def _nonnegative(p: _Program, x: str) -> bool:
     """Whether every (real) value of ``x`` is >= 0 because the node writing it is a ReLU or
     clamps at >= 0 (fused ReLU, ReLU6, hardtanh with min >= 0, an int8 clamp at or above the
     zero point); then padding with 0 never wins a max."""
-    node = p.graph.producers().get(x)
+    node = p.producers.get(x)
     if node is None or p.graph.tensors[x].view_of is not None:
         return False
     a = node.args
