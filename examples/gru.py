@@ -49,3 +49,9 @@ def example_inputs() -> tuple[torch.Tensor, ...]:
     """A batch of 2 sequences of 10 steps."""
     torch.manual_seed(1)
     return (torch.randn(2, 10, 16),)
+
+
+def calibration_inputs() -> list[tuple[torch.Tensor, ...]]:
+    """16 seeded batches like example_inputs(), for nee-export --quantize int8."""
+    generator = torch.Generator().manual_seed(2)
+    return [(torch.randn(2, 10, 16, generator=generator),) for _ in range(16)]

@@ -1412,6 +1412,9 @@ KERNELS: dict[str, Kernel] = {
                                          check=_check_binary),
     "nee::mul_int8.out": Kernel.prepared(mul_int8, INT8, inplace=True, scratch=_binary_scratch,
                                          check=_check_binary),
+    # TFLite SUB int8 is ADD with the other input's multiplier negated (fixed_point.sub_requant)
+    "nee::sub_int8.out": Kernel.prepared(add_int8, INT8, inplace=True, scratch=_binary_scratch,
+                                         check=_check_binary),
     "nee::avg_pool2d_int8.out": Kernel.prepared(avg_pool2d_int8, INT8,
                                                 scratch=_avg_pool_scratch,
                                                 check=_check_avg_pool),

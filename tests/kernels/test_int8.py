@@ -504,7 +504,11 @@ def test_linear_in_tiles(rounding: str) -> None:
                  expected, f"linear {rounding} one row at a time")
 
 
-# -- add / mul ----------------------------------------------------------------------------
+# -- add / sub / mul ----------------------------------------------------------------------
+
+_BINARY_OPTIONS = {"ADD": tfl.add_options, "SUB": tfl.sub_options, "MUL": tfl.mul_options}
+_BINARY_REQUANT = {"ADD": fixed_point.add_requant, "SUB": fixed_point.sub_requant,
+            "MUL": fixed_point.mul_requant}
 
 
 def _broadcast_pair(rng: np.random.Generator, case: int) -> tuple[tuple, tuple]:
@@ -520,7 +524,7 @@ def _broadcast_pair(rng: np.random.Generator, case: int) -> tuple[tuple, tuple]:
 
 def _add_mul_case(rng: np.random.Generator, op: str, a_shape: tuple, b_shape: tuple,
                   activation: str) -> tuple[dict, np.ndarray]:
-    """(add/mul_int8 arguments, TFLite's result) for random inputs of these shapes."""
+    """(add/sub/mul_int8 arguments, TFLite's result) for random inputs of these shapes."""
     a_q, b_q, out_q = random_quant(rng), random_quant(rng), random_quant(rng)
     spread = a_q.scale * b_q.scale * 60 if op == "MUL" else (a_q.scale + b_q.scale) * 0.8
     out_q = Quant(f32(spread * np.exp(rng.uniform(-1, 1))), out_q.zero_point)
@@ -528,18 +532,17 @@ def _add_mul_case(rng: np.random.Generator, op: str, a_shape: tuple, b_shape: tu
     out_shape = np.broadcast_shapes(a_shape, b_shape)
     spec = [{"shape": t.shape, "dtype": "int8", "scale": q.scale, "zero_point": q.zero_point}
             for t, q in ((a, a_q), (b, b_q))]
-    options = (tfl.add_options if op == "ADD" else tfl.mul_options)(activation)
     model = one_op_model(builtin(op), spec, {"shape": out_shape, "dtype": "int8",
                                              "scale": out_q.scale,
-                                             "zero_point": out_q.zero_point}, options)
-    requant = fixed_point.add_requant if op == "ADD" else fixed_point.mul_requant
-    return ({"self": a, "other": b, **requant(a_q, b_q, out_q, activation)},
+                                             "zero_point": out_q.zero_point},
+                         _BINARY_OPTIONS[op](activation))
+    return ({"self": a, "other": b, **_BINARY_REQUANT[op](a_q, b_q, out_q, activation)},
             run_tflite(model, a, b))
 
 
-@pytest.mark.parametrize("op", ["ADD", "MUL"])
+@pytest.mark.parametrize("op", ["ADD", "SUB", "MUL"])
 @pytest.mark.parametrize("case", range(CASES))
-def test_add_mul(op: str, case: int) -> None:
+def test_add_sub_mul(op: str, case: int) -> None:
     rng = np.random.default_rng(case)
     a_shape, b_shape = _broadcast_pair(rng, case)
     args, expected = _add_mul_case(rng, op, a_shape, b_shape, ACTIVATIONS[case % 3])
@@ -556,11 +559,11 @@ def _least(name: str, out: np.ndarray, **args: object) -> np.ndarray:
     return out
 
 
-@pytest.mark.parametrize("op", ["ADD", "MUL"])
+@pytest.mark.parametrize("op", ["ADD", "SUB", "MUL"])
 @pytest.mark.parametrize(("a_shape", "b_shape"), [
     ((2, 24, 30, 31), (2, 24, 30, 31)), ((2, 24, 30, 31), (1, 24, 1, 1)),
     ((30, 31), (3, 5, 30, 31)), ((1, 9000), (3, 1))])
-def test_add_mul_in_blocks(op: str, a_shape: tuple, b_shape: tuple) -> None:
+def test_add_sub_mul_in_blocks(op: str, a_shape: tuple, b_shape: tuple) -> None:
     """Tensors of several blocks (BLOCK elements; MIN_BLOCK in the least workspace), whose
     broadcasting crosses the blocks; out may be the input of its shape."""
     args, expected = _add_mul_case(np.random.default_rng(3), op, a_shape, b_shape, "RELU")

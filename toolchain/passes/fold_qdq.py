@@ -4,8 +4,9 @@ Rewrites: each ``dequantize -> op [-> relu/hardtanh] -> quantize`` whose op has 
     (``INT8_RULES``) into one int8 op on the int8 tensors: zero points, TFLite fixed-point
     multipliers (``toolchain.quantize.fixed_point``) and the activation's clamp range as
     arguments, weights int8 per channel, bias int32 at scale in_scale * w_scale[c]. Ops that only
-    move or select values (views, max pooling, concatenation) run on the int8 tensors unchanged
-    when their input and output parameters are equal. The quantize/dequantize nodes left (at the
+    move or select values (views, max pooling, concatenation; a split of a dequantized value
+    as one slice per piece) run on the int8 tensors unchanged when their input and output
+    parameters are equal. The quantize/dequantize nodes left (at the
     program's float inputs and outputs, around ops without an int8 form) become NEE's
     float<->int8 kernels; nodes nobody reads any more are dropped.
 Requires: capture's functional graph (before alias_views and to_out_variant).
@@ -31,6 +32,7 @@ DQC = "quantized_decomposed::dequantize_per_channel.default"
 # The float<->int8 conversions left after folding, as NEE's out ops (same arguments).
 CONVERSIONS = {Q: "nee::quantize_per_tensor.out", DQ: "nee::dequantize_per_tensor.out",
                DQC: "nee::dequantize_per_channel.out"}
+SPLIT = "aten::split_with_sizes.default"
 RESHAPES = ("aten::view.default", "aten::_unsafe_view.default", "aten::reshape.default")
 ACTIVATIONS = {"aten::relu.default": (0.0, np.inf), "aten::hardtanh.default": None}
 
@@ -61,6 +63,7 @@ def fold_qdq(graph: Graph) -> Graph:
     """Apply the rewrite described in the module docstring."""
     if any(n.op in CONVERSIONS for n in graph.nodes):
         _keep_float_where_unquantizable(graph)
+        _split_to_slices(graph)
         _attach_params(graph)
         _fold(graph)
         _drop_dead(graph)
@@ -93,6 +96,25 @@ def _keep_float_where_unquantizable(graph: Graph) -> None:
             for out in node.outputs:
                 del graph.tensors[out]
     graph.nodes = [n for n in graph.nodes if id(n) not in dropped]
+
+
+def _split_to_slices(graph: Graph) -> None:
+    """Each split of a dequantized value as one slice per piece (same views), so that every
+    piece folds on its own as an unchanged op (``_match`` follows one output)."""
+    producers, nodes = graph.producers(), []
+    for node in graph.nodes:
+        source = producers.get(node.args["self"].name) if node.op == SPLIT else None
+        if source is None or source.op != DQ:
+            nodes.append(node)
+            continue
+        dim = node.args.get("dim", 0) % len(graph.tensors[node.args["self"].name].shape)
+        start = 0
+        for out, size in zip(node.outputs, node.args["split_sizes"], strict=True):
+            nodes.append(Node("aten::slice.Tensor", {"self": node.args["self"], "dim": dim,
+                                                     "start": start, "end": start + size,
+                                                     "step": 1}, [out], node.source, node.call))
+            start += size
+    graph.nodes = nodes
 
 
 def _attach_params(graph: Graph) -> None:
@@ -308,18 +330,41 @@ def _linear(graph: Graph, match: Match) -> Node | None:
 
 
 def _binary(op: str, requant: Callable[..., dict]) -> Rule:
-    """add/mul of two int8 tensors (TFLite's ADD/MUL), with their requantization."""
+    """add/sub/mul of two int8 tensors or of one and a number (TFLite's ADD/SUB/MUL), with
+    their requantization."""
 
     def rule(graph: Graph, match: Match) -> Node | None:
-        if match.node.args.get("alpha", 1) != 1 or match.inputs.keys() != {"self", "other"}:
+        args = match.node.args
+        if args.get("alpha", 1) != 1 or any(
+                key not in match.inputs and not _is_number(args.get(key)) for key in _OPERANDS):
             return None
-        (a, qa), (b, qb) = match.inputs["self"], match.inputs["other"]
+        (a, qa), (b, qb) = (match.inputs.get(key) or _number(graph, match, key)
+                            for key in _OPERANDS)
         args = {"self": Ref(a), "other": Ref(b),
                 **requant(per_tensor(qa), per_tensor(qb), per_tensor(match.out_quant)),
                 **_clamp(match)}
         return _int8_node(op, match, args)
 
     return rule
+
+
+_OPERANDS = ("self", "other")
+
+
+def _is_number(value: object) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and bool(np.isfinite(value)))
+
+
+def _number(graph: Graph, match: Match, key: str) -> tuple[str, Quant]:
+    """The number operand ``key`` as a 0-d int8 constant (exact: +-127 at scale |value| / 127,
+    or 0)."""
+    value = match.node.args[key]
+    scale = float(np.float32(abs(value) / INT8_MAX)) or 1.0
+    name = f"{match.out}_{key}"
+    _const(graph, name, np.array(np.sign(value) * INT8_MAX, np.int8))
+    graph.tensors[name].quant = Quant((scale,), (0,))
+    return name, graph.tensors[name].quant
 
 
 def _avg_pool(graph: Graph, match: Match) -> Node | None:
@@ -421,6 +466,7 @@ INT8_RULES: dict[str, Rule] = {
     "aten::mm.default": _linear,
     "aten::add.Tensor": _binary("nee::add_int8.out", fixed_point.add_requant),
     "aten::mul.Tensor": _binary("nee::mul_int8.out", fixed_point.mul_requant),
+    "aten::sub.Tensor": _binary("nee::sub_int8.out", fixed_point.sub_requant),
     "aten::avg_pool2d.default": _avg_pool,
     "aten::mean.dim": _mean,
     "aten::sigmoid.default": _lookup(fixed_point.sigmoid_table),
@@ -431,5 +477,6 @@ INT8_RULES: dict[str, Rule] = {
     **dict.fromkeys(("aten::max_pool2d_with_indices.default", "aten::cat.default",
                      "aten::view.default", "aten::_unsafe_view.default", "aten::permute.default",
                      "aten::squeeze.dims", "aten::unsqueeze.default", "aten::clone.default",
-                     "aten::slice.Tensor", "aten::expand.default"), _unchanged),
+                     "aten::slice.Tensor", "aten::select.int", "aten::expand.default"),
+                    _unchanged),
 }

@@ -145,6 +145,14 @@ def add_requant(self: Quant, other: Quant, output: Quant, activation: str = "NON
             "output_multiplier": mo, "output_shift": so, **_activation(activation, output)}
 
 
+def sub_requant(self: Quant, other: Quant, output: Quant, activation: str = "NONE"
+                ) -> dict[str, Any]:
+    """``nee::sub_int8.out`` arguments: ADD's, the other input's multiplier negated (SUB's
+    Prepare for int8)."""
+    args = add_requant(self, other, output, activation)
+    return {**args, "other_multiplier": -args["other_multiplier"]}
+
+
 def mul_requant(self: Quant, other: Quant, output: Quant, activation: str = "NONE"
                 ) -> dict[str, Any]:
     """``nee::mul_int8.out`` arguments (MUL's Prepare computes s1 * s2 / s_out in float32)."""

@@ -3,7 +3,7 @@
 - Activations: int8 per-tensor asymmetric, [-128, 127], min/max or histogram observer.
 - Weights of convolutions and linear layers: int8 per-channel symmetric, [-127, 127] (axis 0).
 - Biases stay float here; the fold pass stores them as int32 at scale in_scale * w_scale[c].
-- A relu/relu6/hardtanh right after a conv, linear, add or mul is part of its producer: the
+- A relu/relu6/hardtanh right after a conv, linear, add, sub or mul is part of its producer: the
   output is observed after the activation (the int8 op then clamps to that range).
 - Pools, views, concatenation and max/min take their input's parameters (shared), so they run
   on int8 values unchanged.
@@ -13,6 +13,8 @@
 """
 
 from __future__ import annotations
+
+import operator
 
 import torch
 from torch.fx import GraphModule, Node
@@ -36,13 +38,15 @@ aten = torch.ops.aten
 OBSERVERS = {"minmax": MinMaxObserver, "histogram": HistogramObserver}  # options.OBSERVERS
 
 _WEIGHTED = {aten.conv2d.default: 1, aten.linear.default: 1}  # op -> weight argument index
-_BINARY = (aten.add.Tensor, aten.mul.Tensor)
+_BINARY = (aten.add.Tensor, aten.sub.Tensor, aten.rsub.Scalar, aten.mul.Tensor)
 _ACTIVATIONS = (aten.relu.default, aten.relu_.default, aten.hardtanh.default,
                 aten.hardtanh_.default, aten.relu6.default)
 _SHARED = (aten.max_pool2d.default, aten.avg_pool2d.default, aten.adaptive_avg_pool2d.default,
            aten.flatten.using_ints, aten.view.default, aten.reshape.default,
            aten.permute.default, aten.squeeze.dim, aten.unsqueeze.default, aten.dropout.default,
-           aten.transpose.int)
+           aten.transpose.int, aten.select.int, aten.slice.Tensor)
+_SPLITS = (aten.chunk.default, aten.split.Tensor, aten.split_with_sizes.default,
+           aten.unbind.int)
 _OWN_PARAMS = (aten.hardswish.default, aten.hardswish_.default, aten.hardsigmoid.default,
                aten.mean.dim)
 _FIXED = {aten.sigmoid.default: SIGMOID_OUTPUT, aten.softmax.int: SOFTMAX_OUTPUT,
@@ -70,25 +74,39 @@ class NeeQuantizer(Quantizer):
             if node.target in _WEIGHTED or node.target in _BINARY:
                 self._producer(node)
             elif node.target in _OWN_PARAMS:
-                _annotate(node, {_input(node): self.act}, self.act)
+                _annotate(node, self._inputs(node, _input(node)), self.act)
             elif node.target in _FIXED and not _returned(node):
-                _annotate(node, {_input(node): self.act}, _fixed(_FIXED[node.target]))
+                _annotate(node, self._inputs(node, _input(node)), _fixed(_FIXED[node.target]))
             elif node.target in _SHARED and _input(node) is not None:
                 source = _input(node)
-                _annotate(node, {source: self.act}, SharedQuantizationSpec((source, node)))
+                _annotate(node, self._inputs(node, source),
+                          SharedQuantizationSpec((source, node)))
             elif node.target == aten.cat.default:
                 self._cat(node)
+            elif node.target in _SPLITS:
+                self._split(node)
         return model
 
     def validate(self, model: GraphModule) -> None:
         """Nothing to check: any annotation this quantizer makes is one the fold pass handles."""
 
+    def _inputs(self, node: Node, *args: object) -> dict:
+        """The input specs of ``node``'s activation ``args``: the producer's own parameters
+        where it has an output annotation of another kind than ``self.act`` (PT2E would
+        otherwise observe the edge again and requantize), else ``self.act``."""
+        return {a: self._input_spec(a) for a in args if isinstance(a, Node)}
+
+    def _input_spec(self, arg: Node) -> object:
+        annotation = arg.meta.get("quantization_annotation")
+        spec = annotation.output_qspec if annotation is not None else None
+        return self.act if spec is None or spec is self.act else SharedQuantizationSpec(arg)
+
     def _producer(self, node: Node) -> None:
         """A conv/linear/add/mul and the activation folded into it."""
-        inputs = {a: self.act for a in node.args[:2] if isinstance(a, Node)}
+        inputs = self._inputs(node, *node.args[:2])
         if node.target in _WEIGHTED:
             weight = node.args[_WEIGHTED[node.target]]
-            inputs = {node.args[0]: self.act, weight: self.weight}
+            inputs = {**self._inputs(node, node.args[0]), weight: self.weight}
         users = list(node.users)
         activation = users[0] if len(users) == 1 and users[0].target in _ACTIVATIONS else None
         _annotate(node, inputs, None if activation else self.act)
@@ -103,6 +121,17 @@ class NeeQuantizer(Quantizer):
         shared = SharedQuantizationSpec((first, node))
         _annotate(node, {t: self.act if t is first else shared for t in tensors}, shared)
 
+    def _split(self, node: Node) -> None:
+        """chunk/split/unbind: the input observed once, every piece (a getitem) shares it."""
+        source = _input(node)
+        pieces = [u for u in node.users if u.target is operator.getitem]
+        if source is None or len(pieces) != len(node.users):
+            return
+        _annotate(node, self._inputs(node, source), None)
+        shared = SharedQuantizationSpec((source, node))
+        for piece in pieces:
+            _annotate(piece, {}, shared)
+
 
 def _fixed(quant: Quant) -> FixedQParamsQuantizationSpec:
     return FixedQParamsQuantizationSpec(torch.int8, quant.scale, quant.zero_point, -128, 127,
@@ -110,8 +139,10 @@ def _fixed(quant: Quant) -> FixedQParamsQuantizationSpec:
 
 
 def _floating(node: Node) -> bool:
-    """Float in and out: integer tensors (token ids, indices) are never quantized."""
+    """Float in and out (each piece of a split): integer tensors (token ids, indices) are never
+    quantized."""
     values = [node.meta.get("val")] + [a.meta.get("val") for a in node.all_input_nodes]
+    values = [t for v in values for t in (v if isinstance(v, (list, tuple)) else [v])]
     return all(isinstance(v, torch.Tensor) and v.is_floating_point() for v in values)
 
 

@@ -38,6 +38,7 @@ TFLITE_BUILTINS: dict[str, tuple[str, ...]] = {
     "nee::addmm_act.out": _MATMUL,
     "nee::mm_act.out": _MATMUL,
     "nee::add_int8.out": ("ADD",),
+    "nee::sub_int8.out": ("SUB",),
     "aten::add.out": ("ADD",),
     "aten::add.Scalar_out": ("ADD",),
     "aten::sub.out": ("SUB",),

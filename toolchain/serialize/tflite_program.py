@@ -943,6 +943,7 @@ CONVERTERS: dict[str, Converter] = {
     "nee::conv2d_int8.out": _conv,
     "nee::linear_int8.out": _linear_int8,
     "nee::add_int8.out": _binary("ADD"),
+    "nee::sub_int8.out": _binary("SUB"),
     "nee::mul_int8.out": _binary("MUL"),
     "nee::avg_pool2d_int8.out": _pool("AVERAGE_POOL_2D"),
     "nee::mean_int8.out": _mean,
