@@ -37,7 +37,7 @@ from toolchain.quantize.options import Int8Options, split_samples  # noqa: E402
 from toolchain.serialize.bundle import write_bundle  # noqa: E402
 from toolchain.serialize.tflite_program import to_tflite  # noqa: E402
 
-MODELS = ["mlp", "cnn", "mobilenet_v2", "resnet18"]
+MODELS = ["mlp", "cnn", "mobilenet_v2", "resnet18", "gru"]
 
 
 def xnnpack_sqnr(model: torch.nn.Module, inputs: tuple, options: Int8Options) -> float:

@@ -98,6 +98,26 @@ def test_int8_partitions_are_exact_with_xnnpacks_rounding(tmp_path, rounding, ex
     assert (diff <= 1e-6) == exact, diff  # softmax after the int8 part: float rounding only
 
 
+def test_an_int8_gru_is_delegated_whole_within_an_output_step(tmp_path) -> None:
+    """Every call of the int8 GRU (per step: two linear layers, add, sub, mul, sigmoid and tanh
+    tables) goes to XNNPACK. XNNPACK's int8 ADD/SUB/MUL requantize their own way, not as
+    TFLite's reference kernels (1 to 148 of 7,680 random cases differ by 1), so ten steps of
+    them land within an output step of the numpy reference, not on it."""
+    module = load_example("gru")
+    options = Int8Options(calibration=module.calibration_inputs(), rounding="single")
+    _, inputs, result, path = _bundle(tmp_path, "gru", quantize=options)
+    assert [n.op for n in result.graph.nodes] == ["nee::delegate_call"]
+    (partition,) = result.graph.delegates
+    assert not [n.op for n in partition.nodes if "int8" not in n.op and "quantize" not in n.op]
+    (last,) = [n for n in partition.nodes if n.outputs[0] in partition.outputs]
+    arrays = [t.numpy() for t in inputs]
+    got = Program.load(path).run(*arrays)[0].copy()
+    reference = Program.load(path, backends={"xnnpack": Cpu()}).run(*arrays)[0]
+    assert float(np.abs(got - reference).max()) <= last.args["scale"] * 1.001
+    report = CliRunner().invoke(inspect_main, [str(path)]).output
+    assert "ops left in float (0" in report  # the partition's calls, not the delegate call
+
+
 def test_a_runtime_without_litert_falls_back_or_refuses(tmp_path, monkeypatch) -> None:
     _, inputs, _, path = _bundle(tmp_path, "mlp")
     _, _, _, strict = _bundle(tmp_path, "cnn", cpu_fallback=False)

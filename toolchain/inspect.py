@@ -106,7 +106,9 @@ def _int8(loaded: LoadedBundle) -> list[str]:
     b = loaded.bundle
     if not any(t.quantization is not None for t in b.tensors or []):
         return []
-    floats = [f"  {n.op} at {n.source or '?'}" for n in b.nodes or []
+    calls = [n for n in b.nodes or [] if n.op != DELEGATE_CALL]  # and the partitions' calls:
+    calls += [n for d in b.delegates or [] for n in d.nodes or []]
+    floats = [f"  {n.op} at {n.source or '?'}" for n in calls
               if n.op not in _CONVERSIONS and DTYPES[b.tensors[n.outputs[0]].dtype] != "int8"]
     accuracy = [f"  {a.output}: SQNR {a.sqnrDb:.1f} dB, max abs error {a.maxAbsError:.4g} over "
                 f"{a.samples} {'held-out' if a.heldOut else 'calibration'} sample(s)"

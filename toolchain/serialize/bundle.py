@@ -232,10 +232,22 @@ def _vector(v: BundledVector, segments: list[int]) -> TestVectorT:
                        atol=v.atol)
 
 
+class _SharedStrings(flatbuffers.Builder):
+    """A builder that writes each distinct string once (the generated ``Pack`` calls
+    ``CreateString``): argument names, ops and source lines repeat in every call."""
+
+    def CreateString(self, s: str | bytes, encoding: str = "utf-8",
+                     errors: str = "strict") -> int:
+        shared = self.sharedStrings = self.sharedStrings or {}
+        if s not in shared:
+            shared[s] = super().CreateString(s, encoding, errors)
+        return shared[s]
+
+
 def write_to(file: BinaryIO, bundle: BundleT, blobs: Sequence[bytes | memoryview]) -> int:
     """Write the size-prefixed flatbuffer of ``bundle``, then each blob at its segment's aligned
     offset, then the footer (the flatbuffer's CRC-32); returns the bytes written."""
-    builder = flatbuffers.Builder(1 << 16)
+    builder = _SharedStrings(1 << 16)
     builder.FinishSizePrefixed(bundle.Pack(builder), FILE_IDENTIFIER)
     head = builder.Output()
     base = segment_base(len(head) - SIZE_PREFIX_BYTES)
