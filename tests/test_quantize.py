@@ -166,3 +166,34 @@ def test_linear_layers_on_3d_inputs_run_in_int8_and_an_inf_masked_softmax_stays_
     ops = [n.op for n in result.graph.nodes]
     assert ops.count("nee::linear_int8.out") == 5 and ops.count("aten::_softmax.out") == 1
     assert result.accuracy[0].sqnr_db > 25
+
+
+class _Arithmetic(torch.nn.Module):
+    """add, sub (both ways) and mul with numbers, a chunk and sigmoid feeding a multiply."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a, b = self.fc(x).chunk(2, dim=-1)
+        gate = torch.sigmoid(a)
+        return (1 - gate) * (b + 3) - gate * (b * 0.5 - 2)
+
+
+def test_numbers_splits_and_fixed_outputs_fold_without_requantization():
+    """Number operands become 0-d int8 constants of add/sub/mul; the pieces of a chunk share the
+    linear layer's parameters (slices, no calls); sigmoid's output is read with its own fixed
+    parameters: no quantize or dequantize between the linear layer and the output's."""
+    torch.manual_seed(0)
+    samples = [(torch.randn(4, 8),) for _ in range(8)]
+    model = _Arithmetic().eval()
+    result = export(model, samples[0], quantize=Int8Options(*split_samples(samples)))
+    ops = [n.op for n in result.graph.nodes]
+    assert ops.count("nee::quantize_per_tensor.out") == 1, ops  # the input's, and the
+    assert ops.count("nee::dequantize_per_tensor.out") == 1, ops  # output's
+    assert {"nee::sub_int8.out", "nee::add_int8.out", "nee::mul_int8.out"} <= set(ops)
+    assert "aten::split_with_sizes.out" not in ops
+    zero_d = [t for t in result.graph.tensors.values() if t.kind == "const" and not t.shape]
+    assert len(zero_d) == 4 and all(t.dtype == "int8" and t.quant for t in zero_d)
+    assert result.accuracy[0].sqnr_db > 25
