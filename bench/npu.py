@@ -54,7 +54,7 @@ from toolchain.ir import Graph, Node, Ref, node_inputs  # noqa: E402
 from toolchain.modules import load_file  # noqa: E402
 from toolchain.quantize.options import Int8Options  # noqa: E402
 
-MODELS = ["mobilenet_v2", "mobilenet_v2@224", "mobilenet_v3_small", "resnet18", "cnn"]
+MODELS = ["mobilenet_v2", "mobilenet_v2@224", "mobilenet_v3_small", "resnet18", "cnn", "gru"]
 BOARDS = ["corstone-300-ethos-u55", "imx93-ethos-u65"]
 KIB = 1024
 

@@ -128,6 +128,23 @@ def test_cnn_runs_on_the_npu_in_one_partition(cnn):
     _assert_bit_identical(cnn)
 
 
+def test_an_int8_gru_runs_on_the_npu_in_one_partition(tmp_path):
+    """Ten unrolled GRU steps (linear layers, add, sub with a number, mul, sigmoid and tanh
+    tables): every int8 call goes to the NPU, only the float input's quantize and the output's
+    dequantize stay; the reference program gives the CPU bundle's outputs bit for bit."""
+    from toolchain.modules import load_file
+
+    module = load_file(EXAMPLES / "gru.py")
+    pair = _export_pair(tmp_path, module.Model().eval(), tuple(module.example_inputs()),
+                        [tuple(s) for s in module.calibration_inputs()])
+    graph = pair.result.graph
+    (d,) = graph.delegates
+    assert d.backend == "ethos-u" and len(d.nodes) > 100
+    assert [n.op for n in graph.nodes] == ["nee::quantize_per_tensor.out", DELEGATE_CALL,
+                                           "nee::dequantize_per_tensor.out"]
+    _assert_bit_identical(pair)
+
+
 def test_layout_vela_estimates_slower_is_undone(exported, tmp_path):
     """On the i.MX 93's Ethos-U65 (input in DRAM) the NHWC input costs more: NCHW stays."""
     from toolchain.boards import load_board
