@@ -197,3 +197,18 @@ def test_numbers_splits_and_fixed_outputs_fold_without_requantization():
     zero_d = [t for t in result.graph.tensors.values() if t.kind == "const" and not t.shape]
     assert len(zero_d) == 4 and all(t.dtype == "int8" and t.quant for t in zero_d)
     assert result.accuracy[0].sqnr_db > 25
+
+
+def test_a_recurrent_cell_gets_one_set_of_parameters_and_one_input_projection(int8):
+    """The GRU example's ten calls of its cell: each op takes its first step's parameters, so
+    the ten input projections batch into one int8 linear layer over the sequence (batch_steps)
+    and the steps' adds and multiplies have one output quantization each, as one cell would."""
+    graph = int8("gru")[3].graph
+    linears = [n for n in graph.nodes if n.op == "nee::linear_int8.out"]
+    shapes = [graph.tensors[n.args["input"].name].shape for n in linears]
+    # one input projection, 9 hidden ones (the first step's reads the zero state: folded), head
+    assert len(linears) == 11 and shapes.count((20, 16)) == 1 and shapes.count((2, 32)) == 10
+    for op, per_step in (("nee::add_int8.out", 4), ("nee::mul_int8.out", 3)):
+        calls = [n for n in graph.nodes if n.op == op]
+        assert len(calls) == 10 * per_step
+        assert len({graph.tensors[n.outputs[0]].quant for n in calls}) == per_step

@@ -14,10 +14,11 @@
 
 from __future__ import annotations
 
+import itertools
 import operator
 
 import torch
-from torch.fx import GraphModule, Node
+from torch.fx import Graph, GraphModule, Node
 from torchao.quantization.pt2e.observer import (
     HistogramObserver,
     MinMaxObserver,
@@ -68,13 +69,14 @@ class NeeQuantizer(Quantizer):
 
     def annotate(self, model: GraphModule) -> GraphModule:
         """Annotate every node this scheme quantizes (see the module docstring)."""
+        self._first = _first_steps(model.graph)
         for node in model.graph.nodes:
             if node.op != "call_function" or _annotated(node) or not _floating(node):
                 continue
             if node.target in _WEIGHTED or node.target in _BINARY:
                 self._producer(node)
             elif node.target in _OWN_PARAMS:
-                _annotate(node, self._inputs(node, _input(node)), self.act)
+                _annotate(node, self._inputs(node, _input(node)), self._own(node))
             elif node.target in _FIXED and not _returned(node):
                 _annotate(node, self._inputs(node, _input(node)), _fixed(_FIXED[node.target]))
             elif node.target in _SHARED and _input(node) is not None:
@@ -101,6 +103,15 @@ class NeeQuantizer(Quantizer):
         spec = annotation.output_qspec if annotation is not None else None
         return self.act if spec is None or spec is self.act else SharedQuantizationSpec(arg)
 
+    def _own(self, node: Node) -> object:
+        """The output spec of an op with parameters of its own: ``self.act``, or in a later
+        step of a recurrent module the parameters of the same op in its first step."""
+        first = self._first.get(node)
+        annotation = first.meta.get("quantization_annotation") if first is not None else None
+        if annotation is None or annotation.output_qspec is not self.act:
+            return self.act
+        return SharedQuantizationSpec(first)
+
     def _producer(self, node: Node) -> None:
         """A conv/linear/add/mul and the activation folded into it."""
         inputs = self._inputs(node, *node.args[:2])
@@ -109,9 +120,9 @@ class NeeQuantizer(Quantizer):
             inputs = {**self._inputs(node, node.args[0]), weight: self.weight}
         users = list(node.users)
         activation = users[0] if len(users) == 1 and users[0].target in _ACTIVATIONS else None
-        _annotate(node, inputs, None if activation else self.act)
+        _annotate(node, inputs, None if activation else self._own(node))
         if activation is not None:
-            _annotate(activation, {}, self.act)
+            _annotate(activation, {}, self._own(activation))
 
     def _cat(self, node: Node) -> None:
         tensors = [t for t in node.args[0] if isinstance(t, Node)]
@@ -131,6 +142,35 @@ class NeeQuantizer(Quantizer):
         shared = SharedQuantizationSpec((source, node))
         for piece in pieces:
             _annotate(piece, {}, shared)
+
+
+def _first_steps(graph: Graph) -> dict[Node, Node]:
+    """For each op of a recurrent module's later calls, the same op of its first call.
+
+    A module's calls are the ``nn_module_stack`` entries torch.export numbers ``name@k``
+    (grouped at the outermost module called more than once); they are steps of a recurrence
+    when each call reads a value of the call before it and all run the same ops."""
+    calls: dict[str, dict[str, list[Node]]] = {}
+    for node in graph.nodes:
+        stack = node.meta.get("nn_module_stack") if node.op == "call_function" else None
+        for key in stack or ():
+            calls.setdefault(key.split("@")[0], {}).setdefault(key, []).append(node)
+    first: dict[Node, Node] = {}
+    for steps in calls.values():
+        runs = list(steps.values())
+        if len(runs) < 2 or any(n in first for n in runs[0]):
+            continue  # called once, or inside a module already matched as a step
+        ops = [n.target for n in runs[0]]
+        if all([n.target for n in run] == ops and _reads(run, before)
+               for before, run in itertools.pairwise(runs)):
+            first.update((n, f) for run in runs[1:] for n, f in zip(run, runs[0], strict=True))
+    return first
+
+
+def _reads(run: list[Node], before: list[Node]) -> bool:
+    """Whether an op of ``run`` reads a value ``before`` computed."""
+    earlier = set(before)
+    return any(a in earlier for n in run for a in n.all_input_nodes)
 
 
 def _fixed(quant: Quant) -> FixedQParamsQuantizationSpec:
