@@ -128,14 +128,18 @@ def test_cnn_runs_on_the_npu_in_one_partition(cnn):
     _assert_bit_identical(cnn)
 
 
-def test_an_int8_gru_runs_on_the_npu_in_one_partition(tmp_path):
-    """Ten unrolled GRU steps (linear layers, add, sub with a number, mul, sigmoid and tanh
-    tables): every int8 call goes to the NPU, only the float input's quantize and the output's
-    dequantize stay; the reference program gives the CPU bundle's outputs bit for bit."""
+@pytest.mark.parametrize("kind", ["example", "LSTM"])
+def test_an_int8_recurrent_model_runs_on_the_npu_in_one_partition(tmp_path, kind):
+    """Ten unrolled steps of the GRU example's cell or of an nn.LSTM (linear layers, add, sub
+    with a number, mul, sigmoid and tanh tables): every int8 call goes to the NPU, only the
+    float input's quantize and the output's dequantize stay; the reference program gives the
+    CPU bundle's outputs bit for bit."""
+    from tests.test_quantize import _Recurrent
     from toolchain.modules import load_file
 
     module = load_file(EXAMPLES / "gru.py")
-    pair = _export_pair(tmp_path, module.Model().eval(), tuple(module.example_inputs()),
+    model = module.Model() if kind == "example" else _Recurrent(kind)
+    pair = _export_pair(tmp_path, model.eval(), tuple(module.example_inputs()),
                         [tuple(s) for s in module.calibration_inputs()])
     graph = pair.result.graph
     (d,) = graph.delegates

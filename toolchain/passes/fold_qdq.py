@@ -32,8 +32,12 @@ DQC = "quantized_decomposed::dequantize_per_channel.default"
 # The float<->int8 conversions left after folding, as NEE's out ops (same arguments).
 CONVERSIONS = {Q: "nee::quantize_per_tensor.out", DQ: "nee::dequantize_per_tensor.out",
                DQC: "nee::dequantize_per_channel.out"}
-SPLIT = "aten::split_with_sizes.default"
-RESHAPES = ("aten::view.default", "aten::_unsafe_view.default", "aten::reshape.default")
+SPLIT, UNBIND, SELECT = ("aten::split_with_sizes.default", "aten::unbind.int",
+                         "aten::select.int")
+# views that only reshape (an int8 op's input or result may pass through one; unbind's pieces
+# are slices squeezed)
+RESHAPES = ("aten::view.default", "aten::_unsafe_view.default", "aten::reshape.default",
+            "aten::squeeze.dims", "aten::unsqueeze.default")
 ACTIVATIONS = {"aten::relu.default": (0.0, np.inf), "aten::hardtanh.default": None}
 
 
@@ -99,20 +103,26 @@ def _keep_float_where_unquantizable(graph: Graph) -> None:
 
 
 def _split_to_slices(graph: Graph) -> None:
-    """Each split of a dequantized value as one slice per piece (same views), so that every
-    piece folds on its own as an unchanged op (``_match`` follows one output)."""
+    """Each split (unbind) of a dequantized value as one slice (select) per piece, the same
+    views, so that every piece folds on its own as an unchanged op (``_match`` follows one
+    output)."""
     producers, nodes = graph.producers(), []
     for node in graph.nodes:
-        source = producers.get(node.args["self"].name) if node.op == SPLIT else None
+        source = producers.get(node.args["self"].name) if node.op in (SPLIT, UNBIND) else None
         if source is None or source.op != DQ:
             nodes.append(node)
             continue
-        dim = node.args.get("dim", 0) % len(graph.tensors[node.args["self"].name].shape)
+        x = node.args["self"]
+        dim = node.args.get("dim", 0) % len(graph.tensors[x.name].shape)
+        if node.op == UNBIND:
+            nodes += [Node(SELECT, {"self": x, "dim": dim, "index": i}, [out], node.source,
+                           node.call) for i, out in enumerate(node.outputs)]
+            continue
         start = 0
         for out, size in zip(node.outputs, node.args["split_sizes"], strict=True):
-            nodes.append(Node("aten::slice.Tensor", {"self": node.args["self"], "dim": dim,
-                                                     "start": start, "end": start + size,
-                                                     "step": 1}, [out], node.source, node.call))
+            nodes.append(Node("aten::slice.Tensor", {"self": x, "dim": dim, "start": start,
+                                                     "end": start + size, "step": 1},
+                              [out], node.source, node.call))
             start += size
     graph.nodes = nodes
 
@@ -477,6 +487,6 @@ INT8_RULES: dict[str, Rule] = {
     **dict.fromkeys(("aten::max_pool2d_with_indices.default", "aten::cat.default",
                      "aten::view.default", "aten::_unsafe_view.default", "aten::permute.default",
                      "aten::squeeze.dims", "aten::unsqueeze.default", "aten::clone.default",
-                     "aten::slice.Tensor", "aten::select.int", "aten::expand.default"),
+                     "aten::slice.Tensor", SELECT, "aten::expand.default"),
                     _unchanged),
 }

@@ -45,7 +45,7 @@ _ACTIVATIONS = (aten.relu.default, aten.relu_.default, aten.hardtanh.default,
 _SHARED = (aten.max_pool2d.default, aten.avg_pool2d.default, aten.adaptive_avg_pool2d.default,
            aten.flatten.using_ints, aten.view.default, aten.reshape.default,
            aten.permute.default, aten.squeeze.dim, aten.unsqueeze.default, aten.dropout.default,
-           aten.transpose.int, aten.select.int, aten.slice.Tensor)
+           aten.transpose.int, aten.select.int, aten.slice.Tensor, aten.clone.default)
 _SPLITS = (aten.chunk.default, aten.split.Tensor, aten.split_with_sizes.default,
            aten.unbind.int)
 _OWN_PARAMS = (aten.hardswish.default, aten.hardswish_.default, aten.hardsigmoid.default,
