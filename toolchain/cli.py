@@ -70,7 +70,9 @@ class ByteSize(click.ParamType):
               help="Activation range observer for --quantize.")
 @click.option("--rounding", type=click.Choice(list(ROUNDINGS)), default="double",
               show_default=True, help="int8 requantization: double (TFLite Micro, Vela), single "
-                                      "(XNNPACK, TOSA) or litert (LiteRT's reference kernels).")
+                                      "(TOSA; XNNPACK's convolutions), xnnpack (XNNPACK's, also "
+                                      "for add, sub and mul) or litert (LiteRT's reference "
+                                      "kernels).")
 @click.option("--format", "fmt", type=click.Choice(["nee", "tflite"]), default="nee",
               show_default=True, help="nee: a bundle for nee-run; tflite: the same float or int8 "
                                       "program as a .tflite model (LiteRT, TFLite Micro, Vela), "

@@ -903,6 +903,13 @@ def _pair_values() -> tuple[np.ndarray, np.ndarray]:
     return np.repeat(values, 256), np.tile(values, 256)
 
 
+def _clamped(values: np.ndarray, low: int, high: int) -> np.ndarray:
+    """An int8 table of ``values`` clamped to [low, high], read-only."""
+    table = np.clip(values, low, high).astype(np.int8)
+    table.flags.writeable = False
+    return table
+
+
 def _finish(acc: np.ndarray, multiplier: int, shift: int, zero_point: int, low: int,
             high: int) -> np.ndarray:
     """The int8 table: acc requantized (double rounding), read-only."""
@@ -917,10 +924,15 @@ def _finish(acc: np.ndarray, multiplier: int, shift: int, zero_point: int, low: 
 def add_table(self_zero_point: int, other_zero_point: int, output_zero_point: int,
               left_shift: int, self_multiplier: int, self_shift: int, other_multiplier: int,
               other_shift: int, output_multiplier: int, output_shift: int, activation_min: int,
-              activation_max: int) -> np.ndarray:
+              activation_max: int, rounding: str = "double") -> np.ndarray:
     """TFLite ADD int8 on every pair of inputs (``_pair_values``): each input's (q - zero_point)
     << left_shift rescaled by its multiplier, the sum rescaled by the output's, +
-    output_zero_point, clamped."""
+    output_zero_point, clamped (``add_int8`` for rounding "xnnpack")."""
+    if rounding == "xnnpack":
+        a, b = _pair_values()
+        acc = ((a - self_zero_point) * self_multiplier + (b - other_zero_point) * other_multiplier
+               + (1 << (output_shift - 1))) >> output_shift
+        return _clamped(acc + output_zero_point, activation_min, activation_max)
     scaled = []
     for q, zp, m, s in zip(_pair_values(), (self_zero_point, other_zero_point),
                            (self_multiplier, other_multiplier), (self_shift, other_shift),
@@ -935,10 +947,15 @@ def add_table(self_zero_point: int, other_zero_point: int, output_zero_point: in
 @functools.lru_cache(maxsize=256)
 def mul_table(self_zero_point: int, other_zero_point: int, output_zero_point: int,
               output_multiplier: int, output_shift: int, activation_min: int,
-              activation_max: int) -> np.ndarray:
+              activation_max: int, rounding: str = "double",
+              effective_scale: float | None = None) -> np.ndarray:
     """TFLite MUL int8 on every pair of inputs (``_pair_values``): (q1 - zp1) * (q2 - zp2)
-    rescaled, + output_zero_point, clamped."""
+    rescaled, + output_zero_point, clamped (``mul_int8`` for rounding "xnnpack")."""
     a, b = _pair_values()
+    if rounding == "xnnpack":
+        product = ((a - self_zero_point) * (b - other_zero_point)).astype(np.float32)
+        scaled = np.rint(product * np.float32(effective_scale)).astype(np.int64)
+        return _clamped(scaled + output_zero_point, activation_min, activation_max)
     return _finish((a - self_zero_point) * (b - other_zero_point), output_multiplier,
                    output_shift, output_zero_point, activation_min, activation_max)
 
@@ -978,27 +995,32 @@ def _pair_lookup(self: np.ndarray, other: np.ndarray, table: np.ndarray, out: np
 def add_int8(self: np.ndarray, other: np.ndarray, self_zero_point: int, other_zero_point: int,
              output_zero_point: int, left_shift: int, self_multiplier: int, self_shift: int,
              other_multiplier: int, other_shift: int, output_multiplier: int,
-             output_shift: int, activation_min: int, activation_max: int, *, out: np.ndarray,
+             output_shift: int, activation_min: int, activation_max: int,
+             rounding: str = "double", *, out: np.ndarray,
              scratch: np.ndarray | None = None) -> Bound:
     """TFLite ADD int8 (broadcasting): each input's (q - zero_point) << left_shift rescaled by
-    its multiplier, the sum rescaled by the output's, + output_zero_point, clamped; as a lookup
+    its multiplier, the sum rescaled by the output's, + output_zero_point, clamped; ``rounding``
+    "xnnpack" is XNNPACK's qs8 add: the sum of (q - zero_point) * multiplier shifted right by
+    output_shift with rounding (the other shifts and output_multiplier unused, 0). As a lookup
     in the 65536-entry table of every input pair (``add_table``, made at load). out may be
     self or other (each block's inputs are read before it is written)."""
     table = add_table(self_zero_point, other_zero_point, output_zero_point, left_shift,
                       self_multiplier, self_shift, other_multiplier, other_shift,
-                      output_multiplier, output_shift, activation_min, activation_max)
+                      output_multiplier, output_shift, activation_min, activation_max, rounding)
     return _pair_lookup(self, other, table, out, scratch)
 
 
 def mul_int8(self: np.ndarray, other: np.ndarray, self_zero_point: int, other_zero_point: int,
              output_zero_point: int, output_multiplier: int, output_shift: int,
-             activation_min: int, activation_max: int, *, out: np.ndarray,
+             activation_min: int, activation_max: int, rounding: str = "double",
+             effective_scale: float | None = None, *, out: np.ndarray,
              scratch: np.ndarray | None = None) -> Bound:
     """TFLite MUL int8 (broadcasting): (q1 - zp1) * (q2 - zp2) rescaled, + output_zero_point,
-    clamped; as a lookup in the 65536-entry table of every input pair (``mul_table``, made at
-    load). out may be self or other."""
+    clamped; ``rounding`` "xnnpack" is XNNPACK's qs8 multiply: the product times the float32
+    ``effective_scale``, rounded to even. As a lookup in the 65536-entry table of every input
+    pair (``mul_table``, made at load). out may be self or other."""
     table = mul_table(self_zero_point, other_zero_point, output_zero_point, output_multiplier,
-                      output_shift, activation_min, activation_max)
+                      output_shift, activation_min, activation_max, rounding, effective_scale)
     return _pair_lookup(self, other, table, out, scratch)
 
 
@@ -1329,17 +1351,38 @@ def _check_linear(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None
 
 
 def _check_binary(self: np.ndarray, other: np.ndarray, activation_min: int,
-                  activation_max: int, *, out: np.ndarray, **requant: int) -> None:
-    """add/mul_int8: int8 operands broadcast to an int8 out; integer requantization
-    arguments."""
+                  activation_max: int, rounding: str = "double",
+                  effective_scale: float | None = None, *, out: np.ndarray,
+                  **requant: int) -> None:
+    """add/sub/mul_int8: int8 operands broadcast to an int8 out; integer requantization
+    arguments; rounding "double" (TFLite's) or "xnnpack" (add/sub: a right shift in [1, 31]
+    and multipliers below 2**22; mul: a positive finite effective_scale)."""
     inputs = {"self": rules.tensor(self, "self", _INT8), "other": rules.tensor(other, "other",
                                                                              _INT8)}
     _zero_points(**{k: v for k, v in requant.items() if k.endswith("zero_point")})
     for name, value in requant.items():
         if name != "scratch":
             rules.integer(value, name)
+    if rounding not in ("double", "xnnpack"):
+        raise ValueError(f"rounding {rounding!r}: one of double, xnnpack")
+    if rounding == "xnnpack" and "left_shift" in requant:
+        _xnnpack_add_args(**requant)
+    elif rounding == "xnnpack":
+        scale = rules.number(effective_scale, "effective_scale")
+        if not 0 < scale < math.inf:
+            raise ValueError(f"effective_scale {scale}: a positive finite number")
     _int8_range(activation_min, activation_max, "activation_min", "activation_max")
     rules.expect(out, rules.broadcast(inputs), rules.INT8, inputs)
+
+
+def _xnnpack_add_args(output_shift: int, self_multiplier: int, other_multiplier: int,
+                      **_: int) -> None:
+    if not 1 <= output_shift <= 31:
+        raise ValueError(f"output_shift {output_shift}: 1 to 31 for rounding xnnpack")
+    for name, value in (("self_multiplier", self_multiplier),
+                        ("other_multiplier", other_multiplier)):
+        if abs(value) >= 1 << 22:
+            raise ValueError(f"{name} {value}: below 2**22 in magnitude for rounding xnnpack")
 
 
 def _check_avg_pool(self: np.ndarray, kernel_size: IntList, stride: IntList, padding: IntList,

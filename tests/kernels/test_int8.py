@@ -11,6 +11,7 @@ import pytest
 import tflite
 import torch
 import torch.ao.quantization.fx._decomposed  # registers the quantized_decomposed ops
+from ai_edge_litert.interpreter import OpResolverType
 from int8_oracle import (
     ACTIVATIONS,
     assert_exact,
@@ -523,8 +524,9 @@ def _broadcast_pair(rng: np.random.Generator, case: int) -> tuple[tuple, tuple]:
 
 
 def _add_mul_case(rng: np.random.Generator, op: str, a_shape: tuple, b_shape: tuple,
-                  activation: str) -> tuple[dict, np.ndarray]:
-    """(add/sub/mul_int8 arguments, TFLite's result) for random inputs of these shapes."""
+                  activation: str, scheme: str = "tflite") -> tuple[dict, np.ndarray]:
+    """(add/sub/mul_int8 arguments, TFLite's result) for random inputs of these shapes: its
+    reference kernels' for scheme "tflite", its default path's (XNNPACK) for "xnnpack"."""
     a_q, b_q, out_q = random_quant(rng), random_quant(rng), random_quant(rng)
     spread = a_q.scale * b_q.scale * 60 if op == "MUL" else (a_q.scale + b_q.scale) * 0.8
     out_q = Quant(f32(spread * np.exp(rng.uniform(-1, 1))), out_q.zero_point)
@@ -536,16 +538,20 @@ def _add_mul_case(rng: np.random.Generator, op: str, a_shape: tuple, b_shape: tu
                                              "scale": out_q.scale,
                                              "zero_point": out_q.zero_point},
                          _BINARY_OPTIONS[op](activation))
-    return ({"self": a, "other": b, **_BINARY_REQUANT[op](a_q, b_q, out_q, activation)},
-            run_tflite(model, a, b))
+    resolver = OpResolverType.AUTO if scheme == "xnnpack" else OpResolverType.BUILTIN_REF
+    return ({"self": a, "other": b, **_BINARY_REQUANT[op](a_q, b_q, out_q, activation, scheme)},
+            run_tflite(model, a, b, resolver=resolver))
 
 
+@pytest.mark.parametrize("scheme", ["tflite", "xnnpack"])
 @pytest.mark.parametrize("op", ["ADD", "SUB", "MUL"])
 @pytest.mark.parametrize("case", range(CASES))
-def test_add_sub_mul(op: str, case: int) -> None:
+def test_add_sub_mul(op: str, case: int, scheme: str) -> None:
+    """Against LiteRT's reference kernels, and with rounding "xnnpack" against its default
+    path, which runs these ops in XNNPACK (its own requantization: not the reference's)."""
     rng = np.random.default_rng(case)
     a_shape, b_shape = _broadcast_pair(rng, case)
-    args, expected = _add_mul_case(rng, op, a_shape, b_shape, ACTIVATIONS[case % 3])
+    args, expected = _add_mul_case(rng, op, a_shape, b_shape, ACTIVATIONS[case % 3], scheme)
     actual = run_kernel(f"nee::{op.lower()}_int8.out", expected.shape, **args)
     assert_exact(actual, expected, f"{op} {a_shape} {b_shape}")
 
@@ -775,6 +781,11 @@ RULE_BASES: dict[str, tuple[dict, np.ndarray]] = {
                            "output_multiplier": 1 << 30, "output_shift": 0,
                            "activation_min": -128, "activation_max": 127},
                           np.zeros((2, 3), _I8)),
+    "nee::mul_int8.out": ({"self": np.zeros((2, 3), _I8), "other": np.zeros(3, _I8),
+                           "self_zero_point": 0, "other_zero_point": 0, "output_zero_point": 0,
+                           "output_multiplier": 1 << 30, "output_shift": 0,
+                           "activation_min": -128, "activation_max": 127},
+                          np.zeros((2, 3), _I8)),
     "nee::lookup_int8.out": ({"self": np.zeros((2, 3), _I8), "table": np.zeros(256, _I8)},
                              np.zeros((2, 3), _I8)),
     "nee::softmax_int8.out": ({"self": np.zeros((2, 3), _I8), "dim": 1,
@@ -804,6 +815,11 @@ RULE_BREAKS = [
     ("nee::add_int8.out", {"other": np.zeros(3, np.int64)}),
     ("nee::add_int8.out", {"other": np.zeros(4, _I8)}),
     ("nee::add_int8.out", {"self_zero_point": 200}),
+    ("nee::add_int8.out", {"rounding": "single"}),
+    ("nee::add_int8.out", {"rounding": "xnnpack"}),  # its right shift of 0
+    ("nee::add_int8.out", {"rounding": "xnnpack", "output_shift": 20, "self_multiplier": 1 << 22}),
+    ("nee::mul_int8.out", {"rounding": "xnnpack", "effective_scale": -1.0}),
+    ("nee::mul_int8.out", {"rounding": "xnnpack", "effective_scale": math.inf}),
     ("nee::lookup_int8.out", {"table": np.zeros(255, _I8)}),
     ("nee::lookup_int8.out", {"table": np.zeros(256, np.int32)}),
     ("nee::softmax_int8.out", {"table": np.zeros(256, np.float32)}),

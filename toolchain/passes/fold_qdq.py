@@ -351,7 +351,8 @@ def _binary(op: str, requant: Callable[..., dict]) -> Rule:
         (a, qa), (b, qb) = (match.inputs.get(key) or _number(graph, match, key)
                             for key in _OPERANDS)
         args = {"self": Ref(a), "other": Ref(b),
-                **requant(per_tensor(qa), per_tensor(qb), per_tensor(match.out_quant)),
+                **requant(per_tensor(qa), per_tensor(qb), per_tensor(match.out_quant),
+                          scheme=ROUNDINGS[graph.int8_rounding][2]),
                 **_clamp(match)}
         return _int8_node(op, match, args)
 

@@ -131,10 +131,15 @@ def linear_requant(input: Quant, weight_scales: Sequence[float], output: Quant,
     return args
 
 
-def add_requant(self: Quant, other: Quant, output: Quant, activation: str = "NONE"
-                ) -> dict[str, Any]:
-    """``nee::add_int8.out`` arguments (ADD's Prepare: both inputs rescaled to twice the larger
-    input scale after a left shift of 20, then to the output scale)."""
+def add_requant(self: Quant, other: Quant, output: Quant, activation: str = "NONE",
+                scheme: str = "tflite") -> dict[str, Any]:
+    """``nee::add_int8.out`` arguments. Scheme "tflite" (ADD's Prepare): both inputs rescaled to
+    twice the larger input scale after a left shift of 20, then to the output scale. Scheme
+    "xnnpack" (XNNPACK's qs8 add): each input's scale over the output's (float32) times 2**shift,
+    rounded to even, with shift = 20 - the larger one's binary exponent; the kernel sums
+    (q - zero_point) * multiplier and shifts right with rounding (``rounding`` "xnnpack")."""
+    if scheme == "xnnpack":
+        return _xnnpack_add(self, other, output, activation)
     twice_max = 2 * max(f32(self.scale), f32(other.scale))
     shifted_out = float(np.float32(1 << ADD_LEFT_SHIFT) * np.float32(output.scale))
     (m1, s1), (m2, s2), (mo, so) = (quantize_multiplier(r) for r in (
@@ -145,22 +150,39 @@ def add_requant(self: Quant, other: Quant, output: Quant, activation: str = "NON
             "output_multiplier": mo, "output_shift": so, **_activation(activation, output)}
 
 
-def sub_requant(self: Quant, other: Quant, output: Quant, activation: str = "NONE"
-                ) -> dict[str, Any]:
+def _xnnpack_add(self: Quant, other: Quant, output: Quant, activation: str) -> dict[str, Any]:
+    scales = [np.float32(q.scale) / np.float32(output.scale) for q in (self, other)]
+    shift = 21 - int(np.frexp(max(scales))[1])  # 20 - floor(log2(larger scale))
+    m1, m2 = (int(np.rint(r * np.float32(2.0**shift))) for r in scales)
+    return {"self_zero_point": self.zero_point, "other_zero_point": other.zero_point,
+            "output_zero_point": output.zero_point, "left_shift": 0, "self_multiplier": m1,
+            "self_shift": 0, "other_multiplier": m2, "other_shift": 0, "output_multiplier": 0,
+            "output_shift": shift, **_activation(activation, output), "rounding": "xnnpack"}
+
+
+def sub_requant(self: Quant, other: Quant, output: Quant, activation: str = "NONE",
+                scheme: str = "tflite") -> dict[str, Any]:
     """``nee::sub_int8.out`` arguments: ADD's, the other input's multiplier negated (SUB's
-    Prepare for int8)."""
-    args = add_requant(self, other, output, activation)
+    Prepare for int8, and XNNPACK's subtract)."""
+    args = add_requant(self, other, output, activation, scheme)
     return {**args, "other_multiplier": -args["other_multiplier"]}
 
 
-def mul_requant(self: Quant, other: Quant, output: Quant, activation: str = "NONE"
-                ) -> dict[str, Any]:
-    """``nee::mul_int8.out`` arguments (MUL's Prepare computes s1 * s2 / s_out in float32)."""
+def mul_requant(self: Quant, other: Quant, output: Quant, activation: str = "NONE",
+                scheme: str = "tflite") -> dict[str, Any]:
+    """``nee::mul_int8.out`` arguments: s1 * s2 / s_out in float32 (MUL's Prepare), as a
+    fixed-point multiplier (scheme "tflite") or as the float32 scale the product is multiplied
+    by and rounded to even (scheme "xnnpack": XNNPACK's qs8 multiply)."""
     real = np.float32(self.scale) * np.float32(other.scale) / np.float32(output.scale)
+    zero_points = {"self_zero_point": self.zero_point, "other_zero_point": other.zero_point,
+                   "output_zero_point": output.zero_point}
+    if scheme == "xnnpack":
+        return {**zero_points, "output_multiplier": 0, "output_shift": 0,
+                **_activation(activation, output), "rounding": "xnnpack",
+                "effective_scale": float(real)}
     multiplier, shift = quantize_multiplier(float(real))
-    return {"self_zero_point": self.zero_point, "other_zero_point": other.zero_point,
-            "output_zero_point": output.zero_point, "output_multiplier": multiplier,
-            "output_shift": shift, **_activation(activation, output)}
+    return {**zero_points, "output_multiplier": multiplier, "output_shift": shift,
+            **_activation(activation, output)}
 
 
 def mean_requant(input: Quant, output: Quant) -> dict[str, int]:

@@ -13,8 +13,10 @@ OBSERVERS = ("minmax", "histogram")
 # MultiplyByQuantizedMultiplier as TFLite Micro and Vela's TFLite path do it; "single" its
 # single-rounding build (XNNPACK, TOSA/ExecuTorch-Arm); "litert" what LiteRT's reference
 # kernels do since 2025 (fully-connected rescales in double precision).
-ROUNDINGS = {"double": ("double", "double"), "single": ("single", "single"),
-             "litert": ("double", "float")}
+# rounding name -> (conv's, linear's rounding, add/sub/mul's scheme)
+ROUNDINGS = {"double": ("double", "double", "tflite"), "single": ("single", "single", "tflite"),
+             "litert": ("double", "float", "tflite"),
+             "xnnpack": ("single", "single", "xnnpack")}
 
 Sample = tuple[Any, ...]
 
