@@ -86,11 +86,13 @@ def test_calls_left_on_the_cpu_say_why(tmp_path) -> None:
 
 
 @pytest.mark.parametrize("rounding, exact", [("single", True), ("xnnpack", True),
-                                             ("double", False)])
+                                             (None, True), ("double", False)])
 def test_int8_partitions_are_exact_with_xnnpacks_rounding(tmp_path, rounding, exact) -> None:
+    """Unless told, an export for a board whose CPU delegate is XNNPACK uses its rounding."""
     inputs = load_example("cnn").example_inputs()
     options = Int8Options(calibration=[inputs], rounding=rounding)
     _, _, result, path = _bundle(tmp_path, "cnn", quantize=options)
+    assert result.graph.int8_rounding == (rounding or "xnnpack")
     assert [n.op for n in result.graph.nodes] == ["nee::delegate_call"]
     arrays = [t.numpy() for t in inputs]
     got = Program.load(path).run(*arrays)[0].copy()

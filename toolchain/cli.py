@@ -68,11 +68,11 @@ class ByteSize(click.ParamType):
                    ".npy (one input) per sample.")
 @click.option("--observer", type=click.Choice(OBSERVERS), default="minmax", show_default=True,
               help="Activation range observer for --quantize.")
-@click.option("--rounding", type=click.Choice(list(ROUNDINGS)), default="double",
-              show_default=True, help="int8 requantization: double (TFLite Micro, Vela), single "
-                                      "(TOSA; XNNPACK's convolutions), xnnpack (XNNPACK's, also "
-                                      "for add, sub and mul) or litert (LiteRT's reference "
-                                      "kernels).")
+@click.option("--rounding", type=click.Choice(list(ROUNDINGS)), default=None,
+              help="int8 requantization: double (TFLite Micro, Vela), single (TOSA; XNNPACK's "
+                   "convolutions), xnnpack (XNNPACK's, also for add, sub and mul) or litert "
+                   "(LiteRT's reference kernels). Default: xnnpack for a board whose CPU "
+                   "delegate is XNNPACK, else double.")
 @click.option("--format", "fmt", type=click.Choice(["nee", "tflite"]), default="nee",
               show_default=True, help="nee: a bundle for nee-run; tflite: the same float or int8 "
                                       "program as a .tflite model (LiteRT, TFLite Micro, Vela), "
@@ -105,7 +105,7 @@ class ByteSize(click.ParamType):
 @click.option("--min-sqnr", type=float, help="Gate: dB, every output's int8 SQNR (--quantize).")
 def export_main(target: str, output: str, example_inputs: tuple[str, ...], board: str | None,
                 planner: str, time_limit: float, name: str | None, quantize: str | None,
-                calibration: str | None, observer: str, rounding: str, fmt: str, npu: bool,
+                calibration: str | None, observer: str, rounding: str | None, fmt: str, npu: bool,
                 cpu_delegate: bool, cpu_fallback: bool, bundle_io: bool, dynamic: str | None,
                 buckets: str | None, symbolic: bool, report: str | None,
                 **limits: float | None) -> None:
@@ -146,7 +146,7 @@ def export_main(target: str, output: str, example_inputs: tuple[str, ...], board
 
 def _export(target: str, output: str, example_inputs: tuple[str, ...], board: str | None,
             planner: str, time_limit: float, name: str | None, quantize: str | None,
-            calibration: str | None, observer: str, rounding: str, fmt: str, npu: bool,
+            calibration: str | None, observer: str, rounding: str | None, fmt: str, npu: bool,
             cpu_fallback: bool, bundle_io: bool, dynamic: str | None = None,
             buckets: str | None = None, symbolic: bool = False,
             cpu_delegate: bool = True) -> tuple[Any, int]:
@@ -299,8 +299,8 @@ def _example_inputs(module: Any, paths: tuple[str, ...], target: str) -> tuple[A
     return tuple(module.example_inputs())
 
 
-def _int8_options(module: Any, model: Any, folder: str | None, observer: str, rounding: str,
-                  target: str) -> Int8Options:
+def _int8_options(module: Any, model: Any, folder: str | None, observer: str,
+                  rounding: str | None, target: str) -> Int8Options:
     """Calibration samples from --calibration or the module's calibration_inputs()."""
     import torch
 

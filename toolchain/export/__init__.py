@@ -19,7 +19,7 @@ from toolchain.ir import Graph
 from toolchain.memory_plan import Plan, PlanError, plan_memory, plan_tiers
 from toolchain.memory_plan.lifetimes import buffer_requests
 from toolchain.pipeline import run_passes
-from toolchain.quantize.options import Int8Options
+from toolchain.quantize.options import Int8Options, board_rounding
 from toolchain.selective_build import kernel_list
 
 Progress = Callable[[str], None]
@@ -63,7 +63,8 @@ def export(
     graph.run_time = run_time
     graph.npu = board.npu if board and npu else None
     graph.cpu_delegate = board.cpu_delegate if board and cpu_delegate else None
-    graph.int8_rounding = quantize.rounding if quantize else graph.int8_rounding
+    if quantize is not None:
+        graph.int8_rounding = quantize.rounding or board_rounding(graph.npu, graph.cpu_delegate)
     say(f"captured {len(graph.nodes)} core ATen calls")
     graph = run_passes(graph, verify_each=verify_each)
     say(f"ran passes: {len(graph.nodes)} out-variant calls")

@@ -21,23 +21,31 @@ ROUNDINGS = {"double": ("double", "double", "tflite"), "single": ("single", "sin
 Sample = tuple[Any, ...]
 
 
+def board_rounding(npu: object, cpu_delegate: str | None) -> str:
+    """The rounding an export uses unless told: the one of the backend that runs the int8
+    calls, so that the partitions' reference programs compute what it computes ("xnnpack"
+    where XNNPACK takes the CPU's calls and no NPU does; "double", TFLite Micro's and Vela's,
+    elsewhere)."""
+    return "xnnpack" if cpu_delegate == "xnnpack" and npu is None else "double"
+
+
 @dataclass(frozen=True)
 class Int8Options:
     """What ``export(..., quantize=...)`` needs: calibration samples (input tuples), held-out
     samples for the accuracy report, the activation observer and the requantization rounding
-    (a key of ROUNDINGS)."""
+    (a key of ROUNDINGS; None: the board's, ``board_rounding``)."""
 
     calibration: Sequence[Sample]
     evaluation: Sequence[Sample] = field(default_factory=tuple)
     observer: str = "minmax"
-    rounding: str = "double"
+    rounding: str | None = None
 
     def __post_init__(self) -> None:
         if self.observer not in OBSERVERS:
             raise ExportError("observer", f"one of {list(OBSERVERS)}", repr(self.observer),
                               "minmax follows the calibration data's extremes; histogram "
                               "ignores rare outliers")
-        if self.rounding not in ROUNDINGS:
+        if self.rounding is not None and self.rounding not in ROUNDINGS:
             raise ExportError("rounding", f"one of {list(ROUNDINGS)}", repr(self.rounding),
                               "double matches TFLite Micro and Vela")
         if not self.calibration:
