@@ -215,29 +215,32 @@ def test_a_recurrent_cell_gets_one_set_of_parameters_and_one_input_projection(in
 
 
 class _Recurrent(torch.nn.Module):
-    """A batch-first nn.GRU or nn.LSTM and a linear head on the last step."""
+    """A batch-first nn.GRU, nn.LSTM or nn.RNN and a linear head on the last step."""
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, **options: object) -> None:
         super().__init__()
         torch.manual_seed(0)
-        self.rnn = getattr(torch.nn, kind)(16, 32, batch_first=True)
-        self.head = torch.nn.Linear(32, 5)
+        self.rnn = getattr(torch.nn, kind)(16, 32, batch_first=True, **options)
+        self.head = torch.nn.Linear(64 if options.get("bidirectional") else 32, 5)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.rnn(x)[0][:, -1])
 
 
-@pytest.mark.parametrize("kind", ["GRU", "LSTM"])
-def test_torch_recurrent_layers_quantize_to_int8_calls(kind):
-    """nn.GRU/nn.LSTM are one op in torch.export: decomposed before annotation, every call of
-    theirs runs in int8 (the input projection over the transposed sequence too), where the
-    float program's would stay between quantize/dequantize pairs."""
+@pytest.mark.parametrize(("kind", "options", "linears"), [
+    ("GRU", {}, 11), ("LSTM", {}, 11), ("RNN", {}, 11),  # input, 9 hidden (one folded), head
+    ("GRU", {"bidirectional": True}, 21), ("LSTM", {"num_layers": 2}, 21)])
+def test_torch_recurrent_layers_quantize_to_int8_calls(kind, options, linears):
+    """nn.GRU/nn.LSTM/nn.RNN are one op in torch.export: decomposed before annotation, every
+    call of theirs runs in int8 (the input projection over the transposed sequence and the
+    reversed sequence too), where the float program's would stay between quantize/dequantize
+    pairs."""
     generator = torch.Generator().manual_seed(2)
     samples = [(torch.randn(2, 10, 16, generator=generator),) for _ in range(16)]
-    result = export(_Recurrent(kind).eval(), samples[0],
+    result = export(_Recurrent(kind, **options).eval(), samples[0],
                     quantize=Int8Options(*split_samples(samples)))
     graph = result.graph
     floats = [n.op for n in graph.nodes if graph.tensors[n.outputs[0]].dtype == "float32"]
     assert floats == ["nee::dequantize_per_tensor.out"]
-    assert sum(n.op == "nee::linear_int8.out" for n in graph.nodes) == 11  # 1 + 9 + head
+    assert sum(n.op == "nee::linear_int8.out" for n in graph.nodes) == linears
     assert result.accuracy[0].sqnr_db > 25

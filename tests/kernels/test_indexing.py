@@ -261,7 +261,7 @@ def test_roll(shifts: list[int], dims: list[int], dtype: torch.dtype, layout: st
 
 
 @pytest.mark.parametrize("dims", [[0], [-1], [0, 2], [1, -1, 0], []])
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", [*DTYPES, torch.int8])  # int8: a reversed quantized sequence
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_flip(dims: list[int], dtype: torch.dtype, layout: str) -> None:
     check_op(aten.flip.default, self=with_layout(random((3, 4, 5), dtype), layout), dims=dims)

@@ -488,6 +488,7 @@ INT8_RULES: dict[str, Rule] = {
     **dict.fromkeys(("aten::max_pool2d_with_indices.default", "aten::cat.default",
                      "aten::view.default", "aten::_unsafe_view.default", "aten::permute.default",
                      "aten::squeeze.dims", "aten::unsqueeze.default", "aten::clone.default",
-                     "aten::slice.Tensor", SELECT, "aten::expand.default"),
+                     "aten::slice.Tensor", SELECT, "aten::expand.default",
+                     "aten::flip.default"),
                     _unchanged),
 }

@@ -5,11 +5,16 @@
 - Biases stay float here; the fold pass stores them as int32 at scale in_scale * w_scale[c].
 - A relu/relu6/hardtanh right after a conv, linear, add, sub or mul is part of its producer: the
   output is observed after the activation (the int8 op then clamps to that range).
-- Pools, views, concatenation and max/min take their input's parameters (shared), so they run
+- Pools, views (also select, slice, flip, a contiguous copy and the pieces of chunk, split
+  and unbind), concatenation and max/min take their input's parameters (shared), so they run
   on int8 values unchanged.
 - Sigmoid, tanh and softmax outputs get the fixed parameters TFLite's int8 kernels require
   (1/256 and -128; 1/128 and 0 for tanh), unless the model returns them (a classifier's final
   softmax stays float); hardswish and mean get their own; everything else stays float.
+- An input read from an op whose output has parameters of another kind (sigmoid's, a view's
+  shared ones) is read with those parameters: no second observer, no requantization between.
+- Each op of a recurrent module's later calls takes the parameters of the same op in its first
+  call (``_first_steps``): one set per cell, as TFLite's recurrent ops have.
 """
 
 from __future__ import annotations
@@ -45,7 +50,8 @@ _ACTIVATIONS = (aten.relu.default, aten.relu_.default, aten.hardtanh.default,
 _SHARED = (aten.max_pool2d.default, aten.avg_pool2d.default, aten.adaptive_avg_pool2d.default,
            aten.flatten.using_ints, aten.view.default, aten.reshape.default,
            aten.permute.default, aten.squeeze.dim, aten.unsqueeze.default, aten.dropout.default,
-           aten.transpose.int, aten.select.int, aten.slice.Tensor, aten.clone.default)
+           aten.transpose.int, aten.select.int, aten.slice.Tensor, aten.clone.default,
+           aten.flip.default)
 _SPLITS = (aten.chunk.default, aten.split.Tensor, aten.split_with_sizes.default,
            aten.unbind.int)
 _OWN_PARAMS = (aten.hardswish.default, aten.hardswish_.default, aten.hardsigmoid.default,
@@ -125,10 +131,17 @@ class NeeQuantizer(Quantizer):
             _annotate(activation, {}, self._own(activation))
 
     def _cat(self, node: Node) -> None:
+        """One set of parameters for all inputs and the output: the inputs' own where they all
+        have the same fixed ones (the tanh outputs of an RNN's steps, stacked), else observed."""
         tensors = [t for t in node.args[0] if isinstance(t, Node)]
         if not tensors:
             return
         first = tensors[0]
+        fixed = {_fixed_params(t) for t in tensors}
+        if len(fixed) == 1 and None not in fixed:
+            _annotate(node, {t: SharedQuantizationSpec(t) for t in tensors},
+                      SharedQuantizationSpec(first))
+            return
         shared = SharedQuantizationSpec((first, node))
         _annotate(node, {t: self.act if t is first else shared for t in tensors}, shared)
 
@@ -171,6 +184,22 @@ def _reads(run: list[Node], before: list[Node]) -> bool:
     """Whether an op of ``run`` reads a value ``before`` computed."""
     earlier = set(before)
     return any(a in earlier for n in run for a in n.all_input_nodes)
+
+
+def _fixed_params(node: Node) -> tuple[float, int] | None:
+    """The fixed (scale, zero point) ``node``'s output has, through shared specs, or None."""
+    seen = set()
+    while node not in seen:
+        seen.add(node)
+        annotation = node.meta.get("quantization_annotation")
+        spec = annotation.output_qspec if annotation is not None else None
+        if isinstance(spec, FixedQParamsQuantizationSpec):
+            return spec.scale, spec.zero_point
+        if not isinstance(spec, SharedQuantizationSpec):
+            return None
+        edge = spec.edge_or_node
+        node = edge[0] if isinstance(edge, tuple) else edge
+    return None
 
 
 def _fixed(quant: Quant) -> FixedQParamsQuantizationSpec:
