@@ -22,7 +22,7 @@ from toolchain.boards import load_board
 from toolchain.cli import export_main, inspect_main
 from toolchain.errors import ExportError
 from toolchain.export import export
-from toolchain.quantize.options import Int8Options
+from toolchain.quantize.options import Int8Options, split_samples
 from toolchain.serialize.bundle import write_bundle
 
 pytest.importorskip("ai_edge_litert")
@@ -99,6 +99,21 @@ def test_int8_partitions_are_exact_with_xnnpacks_rounding(tmp_path, rounding, ex
     reference = Program.load(path, backends={"xnnpack": Cpu()}).run(*arrays)[0]
     diff = float(np.abs(got - reference).max())
     assert (diff <= 1e-6) == exact, diff  # softmax after the int8 part: float rounding only
+
+
+@pytest.mark.parametrize("name", ["mobilenet_v2", "resnet18"])
+def test_int8_cnns_are_exact_with_the_boards_rounding(tmp_path, name: str) -> None:
+    """Unless told, an int8 export for an XNNPACK board uses XNNPACK's requantization (float32
+    scales rounded to even for convolutions, linear layers, mean and quantize; its add/sub/mul
+    schemes): the delegated program equals its numpy reference output for output."""
+    module = load_example(name)
+    options = Int8Options(*split_samples(module.calibration_inputs()))
+    _, inputs, result, path = _bundle(tmp_path, name, quantize=options)
+    assert [n.op for n in result.graph.nodes] == ["nee::delegate_call"]
+    arrays = [t.numpy() for t in inputs]
+    got = Program.load(path).run(*arrays)[0].copy()
+    reference = Program.load(path, backends={"xnnpack": Cpu()}).run(*arrays)[0]
+    np.testing.assert_array_equal(got, reference)
 
 
 @pytest.mark.parametrize("rounding, steps", [("xnnpack", 0), ("single", 1)])

@@ -217,10 +217,10 @@ def _exact(form: _Form, bias: int = 0) -> bool:
 
 def _requant_mode(multiplier: Ints, shift: Ints, rounding: str, zero_point: int, low: int,
                   high: int) -> str:
-    """"floor" or "floor2" (float64, one or two floors), "int64" (``_rescale``) or "round"
-    (``rounding`` "float")."""
-    if rounding == "float":
-        return "round"
+    """"floor" or "floor2" (float64, one or two floors), "int64" (``_rescale``), "round"
+    (``rounding`` "float") or "even32" (``rounding`` "xnnpack")."""
+    if rounding in _SCALED:
+        return _SCALED[rounding]
     channels = max(np.size(multiplier), np.size(shift))
     forms = [_form(int(m), int(s), rounding, zero_point, low, high) for m, s in zip(
         _per_channel(multiplier, channels), _per_channel(shift, channels), strict=True)]
@@ -235,10 +235,15 @@ def _requant_regions(mode: str, shape: tuple[int, ...]) -> Regions:
     accumulator: a multiply-accumulate may use it as its float32 product before."""
     if mode == "int64":
         return {"acc": (shape, np.int64), "tmp": (shape, np.int64)}
-    return {"v": (shape, np.float64), **({"w": (shape, np.float64)} if mode == "round" else {})}
+    return {"v": (shape, np.float64),
+            **({"w": (shape, np.float64)} if mode in ("round", "even32") else {})}
 
 
-REQUANT_BYTES = {"floor": 8, "floor2": 8, "round": 16, "int64": 16}  # per accumulator
+REQUANT_BYTES = {"floor": 8, "floor2": 8, "round": 16, "even32": 16, "int64": 16}  # per acc.
+# roundings that requantize by a float scale, not a fixed-point multiplier -> their mode:
+# "float": LiteRT's reference FULLY_CONNECTED (float64, half away from zero); "xnnpack":
+# XNNPACK's fp32 requantization (the accumulator and the product in float32, half to even)
+_SCALED = {"float": "round", "xnnpack": "even32"}
 
 
 def _uniform(values: list, dtype: type) -> np.ndarray:
@@ -263,8 +268,9 @@ class _Requant:
         self.low, self.high, self.zero_point, self.rounding = low, high, zero_point, rounding
         self.bias = _uniform(bias.tolist(), np.int64)
         self.folded = False
-        if self.mode == "round":
-            self.scale = _uniform(_per_channel(effective_scale, channels), np.float64)
+        if self.mode in ("round", "even32"):
+            dtype = np.float64 if self.mode == "round" else np.float32
+            self.scale = _uniform(_per_channel(effective_scale, channels), dtype)
             self.fbias = _uniform(bias.tolist(), np.float64)
             return
         ms, ss = _per_channel(multiplier, channels), _per_channel(shift, channels)
@@ -333,7 +339,14 @@ class _Requant:
         calls = [] if src is v else [functools.partial(np.copyto, v, src)]
         if not self.folded:
             calls.append(functools.partial(np.add, v, channel(self.fbias), out=v))
-        if not scaled:
+        if self.mode == "even32":  # float32(acc) * scale, rounded to even
+            w = buf["w"].reshape(-1).view(np.float32)[:v.size].reshape(v.shape)
+            calls += [functools.partial(np.copyto, w, v, casting="same_kind"),
+                      functools.partial(np.multiply, w, channel(self.scale), out=w),
+                      functools.partial(np.rint, w, out=w),
+                      functools.partial(np.copyto, v, w),
+                      functools.partial(np.add, v, np.float64(self.zero_point + _ZP), out=v)]
+        elif not scaled:
             calls.append(functools.partial(np.multiply, v, channel(self.scale), out=v))
         if self.mode == "round":  # std::round(acc * scale): trunc(v) + trunc(2 * frac(v))
             w = buf["w"]
@@ -342,7 +355,7 @@ class _Requant:
                       functools.partial(np.trunc, v, out=v),
                       functools.partial(np.add, v, w, out=v),
                       functools.partial(np.add, v, np.float64(self.zero_point + _ZP), out=v)]
-        else:
+        elif self.mode != "even32":
             if not scaled:
                 calls.append(functools.partial(np.add, v, channel(self.offset), out=v))
             if self.mode == "floor2":
@@ -427,17 +440,29 @@ def _loop(pieces: Sequence[tuple[np.ndarray, ...]], step: Callable[..., None]) -
 
 
 def quantize_per_tensor(input: np.ndarray, scale: float, zero_point: int, quant_min: int,
-                        quant_max: int, *, out: np.ndarray,
+                        quant_max: int, rounding: str = "double", *, out: np.ndarray,
                         scratch: np.ndarray | None = None) -> Bound:
     """TFLite QUANTIZE: clamp(std::round(x / scale) + zero_point) with float32 division and
     rounding half away from zero, in blocks: v = clamp(x / scale, quant_min - zero_point,
     quant_max - zero_point) (the clamp commutes with rounding to integers, and saturates
     |x / scale| >= 2**31, where TFLite's int32 conversion is undefined), round(v) = trunc(v) +
-    trunc(2 * (v - trunc(v))), exact."""
+    trunc(2 * (v - trunc(v))), exact. ``rounding`` "xnnpack" is XNNPACK's f32 to qs8 convert:
+    x times the float32 reciprocal of scale, rounded to even."""
     buf = _take(scratch, _within(scratch, functools.partial(_quantize_regions, input.shape)))
     scale, low, high = (np.float32(v) for v in (scale, quant_min - zero_point,
                                                  quant_max - zero_point))
     zero = np.float32(zero_point)
+    if rounding == "xnnpack":
+        inverse = np.float32(1) / scale
+
+        def to_even(o: np.ndarray, x: np.ndarray, v: np.ndarray, _: np.ndarray) -> None:
+            np.multiply(x, inverse, out=v)
+            np.clip(v, low, high, out=v)
+            np.rint(v, out=v)
+            np.add(v, zero, out=v)
+            np.copyto(o, v, casting="unsafe")
+
+        return _loop(_pieces(out, [input], [buf["v"], buf["t"]], buf["v"].size), to_even)
 
     def step(o: np.ndarray, x: np.ndarray, v: np.ndarray, t: np.ndarray) -> None:
         np.divide(x, scale, out=v)
@@ -804,13 +829,14 @@ def conv2d_int8(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
                 stride: IntList, padding: IntList, dilation: IntList, groups: int,
                 input_zero_point: int, output_zero_point: int, output_multiplier: Ints,
                 output_shift: Ints, activation_min: int, activation_max: int,
-                rounding: str = "double", *, out: np.ndarray,
-                scratch: np.ndarray | None = None) -> Bound:
+                rounding: str = "double", effective_scale: Sequence[float] | None = None, *,
+                out: np.ndarray, scratch: np.ndarray | None = None) -> Bound:
     """TFLite CONV_2D / DEPTHWISE_CONV_2D int8 (per-channel symmetric weights) on NCHW: acc =
     bias + sum of w * (x - input_zero_point) over the taps inside the input (padding adds
     nothing), rescaled per output channel, + output_zero_point, clamped. Depthwise is groups ==
     C (depth multiplier O / C). The sums are float32 matmuls over im2col tiles or per-tap
-    multiply-accumulates, exact, and the requantization runs per tile (module docstring)."""
+    multiply-accumulates, exact, and the requantization runs per tile (module docstring);
+    ``rounding`` "xnnpack" rescales by the float32 ``effective_scale`` as XNNPACK does."""
     mode = _requant_mode(output_multiplier, output_shift, rounding, output_zero_point,
                          activation_min, activation_max)
     key = (input.shape, weight.shape, *_geometry(stride, padding, dilation), groups, mode)
@@ -818,7 +844,7 @@ def conv2d_int8(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
     if scratch is not None and scratch.nbytes < plan.nbytes:  # a budget: smaller tiles
         plan = _conv_plan(*key, scratch.nbytes)
     req = _Requant(output_multiplier, output_shift, rounding, output_zero_point, activation_min,
-                   activation_max, _folded_bias(bias, weight, input_zero_point))
+                   activation_max, _folded_bias(bias, weight, input_zero_point), effective_scale)
     build = {"gemm": functools.partial(_gemm_conv, groups=groups),
              "fused": functools.partial(_gemm_conv, groups=groups), "phase": _depthwise_conv,
              "last": _depthwise_last}[plan.kind]
@@ -860,7 +886,8 @@ def linear_int8(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
     int8 values over exact chunks of the columns, summed in float64 / int64), then requantized,
     in tiles of rows. ``rounding`` "float" is LiteRT's reference FULLY_CONNECTED (since 2025):
     std::round(double(acc) * effective_scale[c]), effective_scale = double(in) * double(w[c])
-    / double(out) (``output_multiplier``/``output_shift`` are then unused)."""
+    / double(out) (``output_multiplier``/``output_shift`` are then unused); "xnnpack" is
+    XNNPACK's: float32(acc) * float32 effective_scale[c], rounded to even."""
     k, n = weight.shape[1], weight.shape[0]
     req = _Requant(output_multiplier, output_shift, rounding, output_zero_point, activation_min,
                    activation_max, _folded_bias(bias, weight, input_zero_point), effective_scale)
@@ -1087,24 +1114,44 @@ def _kept_shape(shape: tuple[int, ...], dim: Sequence[int]) -> tuple[int, ...]:
 
 
 def mean_int8(self: np.ndarray, dim: Sequence[int], keepdim: bool, input_zero_point: int,
-              output_zero_point: int, multiplier: int, shift: int, *, out: np.ndarray,
+              output_zero_point: int, multiplier: int, shift: int, rounding: str = "double",
+              effective_scale: float | None = None, *, out: np.ndarray,
               scratch: np.ndarray | None = None) -> Bound:
     """TFLite MEAN int8 as its reference QuantizedMeanOrSum runs it (LiteRT's BUILTIN_REF takes
     it for every int8 mean, equal scales or not): the int32 sum minus input_zero_point * count,
     times (multiplier, shift) = QuantizeMultiplier(input_scale / output_scale) with 1 / count
     folded in: (m << p) // count, shift - p, p = min(floor(log2(count)), 32, 31 + shift); then
-    + output_zero_point, clamped to int8. Double rounding."""
+    + output_zero_point, clamped to int8. Double rounding. ``rounding`` "xnnpack" is XNNPACK's
+    qs8 mean: that sum times float32(effective_scale / count) (effective_scale: input_scale /
+    output_scale in float32), rounded to even."""
     del keepdim  # out's shape reflects it
     kept = _kept_shape(self.shape, dim)
     count = self.size // max(1, int(np.prod(kept)))
-    p = min(count.bit_length() - 1, 32, 31 + shift)
     acc, tmp = _take(scratch, _mean_regions(self.shape, dim)).values()
     axes = tuple(d % self.ndim for d in dim)
-    return run_all(
-        functools.partial(np.sum, self, axis=axes, dtype=np.int64, out=acc, keepdims=True),
-        functools.partial(np.subtract, acc, input_zero_point * count, out=acc),
-        _requantize(acc.reshape(out.shape), (multiplier << p) // count, shift - p, "double",
-                    tmp.reshape(out.shape), output_zero_point, INT8_MIN, INT8_MAX, out))
+    sums = (functools.partial(np.sum, self, axis=axes, dtype=np.int64, out=acc, keepdims=True),
+            functools.partial(np.subtract, acc, input_zero_point * count, out=acc))
+    if rounding == "xnnpack":
+        return run_all(*sums, _scaled_to_even(acc.reshape(out.shape), tmp.reshape(out.shape),
+                                              np.float32(effective_scale) / np.float32(count),
+                                              output_zero_point, out))
+    p = min(count.bit_length() - 1, 32, 31 + shift)
+    return run_all(*sums, _requantize(acc.reshape(out.shape), (multiplier << p) // count,
+                                      shift - p, "double", tmp.reshape(out.shape),
+                                      output_zero_point, INT8_MIN, INT8_MAX, out))
+
+
+def _scaled_to_even(acc: np.ndarray, tmp: np.ndarray, scale: np.float32, zero_point: int,
+                    out: np.ndarray) -> Bound:
+    """out = clamp(round-half-even(float32(acc) * scale) + zero_point) to int8 (XNNPACK's fp32
+    requantization); ``tmp``: an int64 array of acc's shape, viewed as float32 scratch."""
+    work = tmp.reshape(-1).view(np.float32)[:acc.size].reshape(acc.shape)
+    return run_all(functools.partial(np.copyto, work, acc, casting="unsafe"),
+                   functools.partial(np.multiply, work, scale, out=work),
+                   functools.partial(np.rint, work, out=work),
+                   functools.partial(np.add, work, np.float32(zero_point), out=work),
+                   functools.partial(np.clip, work, INT8_MIN, INT8_MAX, out=work),
+                   functools.partial(np.copyto, out, work, casting="unsafe"))
 
 
 def _mean_regions(shape: tuple[int, ...], dim: Sequence[int]) -> Regions:
@@ -1260,11 +1307,11 @@ def _per_channel_values(values: Any, name: str, channels: int, kind: type = int)
 def _requant_args(channels: int, output_multiplier: Ints, output_shift: Ints,
                   activation_min: int, activation_max: int, rounding: str,
                   roundings: tuple[str, ...], effective_scale: Any = None) -> None:
-    """Per-channel multipliers and shifts (or ``effective_scale`` for rounding "float"), the
-    activation range within int8."""
+    """Per-channel multipliers and shifts (and ``effective_scale`` for rounding "float" or
+    "xnnpack"), the activation range within int8."""
     if rounding not in roundings:
         raise ValueError(f"rounding {rounding!r}: one of {', '.join(roundings)}")
-    if rounding == "float":
+    if rounding in _SCALED:
         _per_channel_values(effective_scale, "effective_scale", channels, float)
     _per_channel_values(output_multiplier, "output_multiplier", channels)
     _per_channel_values(output_shift, "output_shift", channels)
@@ -1278,9 +1325,13 @@ def _bias(bias: np.ndarray | None, channels: int, inputs: dict[str, Any]) -> Non
 
 
 def _check_quantize(input: np.ndarray, scale: float, zero_point: int, quant_min: int,
-                    quant_max: int, *, out: np.ndarray, **_: object) -> None:
-    """float32 input to int8 out of its shape, within int8 bounds."""
+                    quant_max: int, rounding: str = "double", *, out: np.ndarray,
+                    **_: object) -> None:
+    """float32 input to int8 out of its shape, within int8 bounds; rounding "double" (TFLite's)
+    or "xnnpack"."""
     inputs = {"input": rules.tensor(input, "input", frozenset({rules.FLOAT32}))}
+    if rounding not in ("double", "xnnpack"):
+        raise ValueError(f"rounding {rounding!r}: one of double, xnnpack")
     rules.number(scale, "scale")
     rules.integer(zero_point, "zero_point")
     _int8_range(quant_min, quant_max, "quant_min", "quant_max")
@@ -1318,7 +1369,8 @@ def _check_conv2d(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None
                   stride: IntList, padding: IntList, dilation: IntList, groups: int,
                   input_zero_point: int, output_zero_point: int, output_multiplier: Ints,
                   output_shift: Ints, activation_min: int, activation_max: int,
-                  rounding: str = "double", *, out: np.ndarray, **_: object) -> None:
+                  rounding: str = "double", effective_scale: Sequence[float] | None = None, *,
+                  out: np.ndarray, **_: object) -> None:
     """int8 (N, C, H, W) input and (O, C / groups, KH, KW) weight, an int32 bias, give int8 out
     of the convolution's shape (``nn.conv_shape``)."""
     inputs = {"input": rules.tensor(input, "input", _INT8),
@@ -1329,7 +1381,7 @@ def _check_conv2d(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None
     _bias(bias, weight.shape[0], inputs)
     _zero_points(input_zero_point=input_zero_point, output_zero_point=output_zero_point)
     _requant_args(weight.shape[0], output_multiplier, output_shift, activation_min,
-                  activation_max, rounding, ("double", "single"))
+                  activation_max, rounding, ("double", "single", "xnnpack"), effective_scale)
     rules.expect(out, shape, rules.INT8, inputs)
 
 
@@ -1346,7 +1398,8 @@ def _check_linear(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None
     _bias(bias, weight.shape[0], inputs)
     _zero_points(input_zero_point=input_zero_point, output_zero_point=output_zero_point)
     _requant_args(weight.shape[0], output_multiplier, output_shift, activation_min,
-                  activation_max, rounding, ("double", "single", "float"), effective_scale)
+                  activation_max, rounding, ("double", "single", "float", "xnnpack"),
+                  effective_scale)
     rules.expect(out, (*input.shape[:-1], weight.shape[0]), rules.INT8, inputs)
 
 
@@ -1363,16 +1416,22 @@ def _check_binary(self: np.ndarray, other: np.ndarray, activation_min: int,
     for name, value in requant.items():
         if name != "scratch":
             rules.integer(value, name)
-    if rounding not in ("double", "xnnpack"):
-        raise ValueError(f"rounding {rounding!r}: one of double, xnnpack")
     if rounding == "xnnpack" and "left_shift" in requant:
         _xnnpack_add_args(**requant)
-    elif rounding == "xnnpack":
+    else:
+        _xnnpack_scale(rounding, effective_scale)
+    _int8_range(activation_min, activation_max, "activation_min", "activation_max")
+    rules.expect(out, rules.broadcast(inputs), rules.INT8, inputs)
+
+
+def _xnnpack_scale(rounding: str, effective_scale: float | None) -> None:
+    """rounding "double", or "xnnpack" with a positive finite float32 effective_scale."""
+    if rounding not in ("double", "xnnpack"):
+        raise ValueError(f"rounding {rounding!r}: one of double, xnnpack")
+    if rounding == "xnnpack":
         scale = rules.number(effective_scale, "effective_scale")
         if not 0 < scale < math.inf:
             raise ValueError(f"effective_scale {scale}: a positive finite number")
-    _int8_range(activation_min, activation_max, "activation_min", "activation_max")
-    rules.expect(out, rules.broadcast(inputs), rules.INT8, inputs)
 
 
 def _xnnpack_add_args(output_shift: int, self_multiplier: int, other_multiplier: int,
@@ -1404,14 +1463,17 @@ _MEAN = rules.reduction(("out", _int8_only), dim_types=(tuple, list), identity=F
 
 
 def _check_mean(self: np.ndarray, dim: Sequence[int], keepdim: bool, input_zero_point: int,
-                output_zero_point: int, multiplier: int, shift: int, *, out: np.ndarray,
+                output_zero_point: int, multiplier: int, shift: int, rounding: str = "double",
+                effective_scale: float | None = None, *, out: np.ndarray,
                 **_: object) -> None:
-    """An int8 mean over the given (nonempty) dims."""
+    """An int8 mean over the given (nonempty) dims; rounding "double", or "xnnpack" with a
+    positive finite effective_scale."""
     if not dim:
         raise NotImplementedError("mean_int8 over all dims without naming them")
     _zero_points(input_zero_point=input_zero_point, output_zero_point=output_zero_point)
     rules.integer(multiplier, "multiplier")
     rules.integer(shift, "shift")
+    _xnnpack_scale(rounding, effective_scale)
     _MEAN(self, dim, keepdim, out=out)
 
 

@@ -73,6 +73,8 @@ def fold_qdq(graph: Graph) -> Graph:
         _drop_dead(graph)
         for node in graph.nodes:
             if node.op in CONVERSIONS:
+                if node.op == Q and ROUNDINGS[graph.int8_rounding][2] == "xnnpack":
+                    node.args["rounding"] = "xnnpack"  # its multiply by the reciprocal
                 node.op, node.out_names = CONVERSIONS[node.op], ["out"]
                 node.args = {k: v for k, v in node.args.items() if k not in ("dtype", "out_dtype")}
                 node.args["out"] = Ref(node.outputs[0])
@@ -399,7 +401,8 @@ def _mean(graph: Graph, match: Match) -> Node | None:
     if rank != 4 or sorted(d % rank for d in a.get("dim") or []) != [2, 3] or a.get("dtype"):
         return None
     args = {"self": Ref(x), "dim": [2, 3], "keepdim": bool(a.get("keepdim", False)),
-            **fixed_point.mean_requant(per_tensor(x_quant), per_tensor(match.out_quant))}
+            **fixed_point.mean_requant(per_tensor(x_quant), per_tensor(match.out_quant),
+                                       ROUNDINGS[graph.int8_rounding][2])}
     return _int8_node("nee::mean_int8.out", match, args)
 
 

@@ -103,10 +103,23 @@ def channel_scales(input_scale: float, weight_scales: Sequence[float],
 def conv_requant(input: Quant, weight_scales: Sequence[float], output: Quant,
                  activation: str = "NONE", rounding: str = "double") -> dict[str, Any]:
     """``nee::conv2d_int8.out`` arguments (CONV_2D / DEPTHWISE_CONV_2D, symmetric weights; a
-    single weight scale is per-tensor, broadcast over the output channels by the kernel)."""
-    return {"input_zero_point": input.zero_point, "output_zero_point": output.zero_point,
-            **_multipliers(channel_scales(input.scale, weight_scales, output.scale), rounding),
+    single weight scale is per-tensor, broadcast over the output channels by the kernel).
+    Rounding "xnnpack" rescales by float32 scales (``xnnpack_scales``), single-rounding
+    multipliers beside them."""
+    reals = channel_scales(input.scale, weight_scales, output.scale)
+    args = {"input_zero_point": input.zero_point, "output_zero_point": output.zero_point,
+            **_multipliers(reals, "double" if rounding == "double" else "single"),
             **_activation(activation, output), "rounding": rounding}
+    if rounding == "xnnpack":
+        args["effective_scale"] = xnnpack_scales(input, weight_scales, output)
+    return args
+
+
+def xnnpack_scales(input: Quant, weight_scales: Sequence[float],
+                   output: Quant) -> list[float]:
+    """XNNPACK's requantization scales of a conv/FC: float32 (in * w[c]) / out per channel."""
+    products = np.float32(input.scale) * np.asarray(weight_scales, np.float32)
+    return [float(v) for v in products / np.float32(output.scale)]
 
 
 def linear_requant(input: Quant, weight_scales: Sequence[float], output: Quant,
@@ -124,10 +137,12 @@ def linear_requant(input: Quant, weight_scales: Sequence[float], output: Quant,
     else:
         reals = channel_scales(input.scale, weight_scales, output.scale)
     args = {"input_zero_point": input.zero_point, "output_zero_point": output.zero_point,
-            **_multipliers(reals, "single" if rounding == "single" else "double"),
+            **_multipliers(reals, "single" if rounding in ("single", "xnnpack") else "double"),
             **_activation(activation, output), "rounding": rounding}
     if rounding == "float":
         args["effective_scale"] = channel_scales(input.scale, weight_scales, output.scale)
+    elif rounding == "xnnpack":
+        args["effective_scale"] = xnnpack_scales(input, weight_scales, output)
     return args
 
 
@@ -185,12 +200,18 @@ def mul_requant(self: Quant, other: Quant, output: Quant, activation: str = "NON
             **_activation(activation, output)}
 
 
-def mean_requant(input: Quant, output: Quant) -> dict[str, int]:
+def mean_requant(input: Quant, output: Quant, scheme: str = "tflite") -> dict[str, Any]:
     """``nee::mean_int8.out`` arguments: QuantizeMultiplier(double(in) / double(out)) of MEAN's
-    Prepare; the kernel folds in 1 / count as TFLite's QuantizedMeanOrSum does at Eval."""
+    Prepare; the kernel folds in 1 / count as TFLite's QuantizedMeanOrSum does at Eval. Scheme
+    "xnnpack": in / out in float32 as ``effective_scale`` (the kernel divides it by the count
+    in float32, as XNNPACK's qs8 mean)."""
     multiplier, shift = quantize_multiplier(f32(input.scale) / f32(output.scale))
-    return {"input_zero_point": input.zero_point, "output_zero_point": output.zero_point,
+    args = {"input_zero_point": input.zero_point, "output_zero_point": output.zero_point,
             "multiplier": multiplier, "shift": shift}
+    if scheme == "xnnpack":
+        ratio = np.float32(input.scale) / np.float32(output.scale)
+        args |= {"rounding": "xnnpack", "effective_scale": float(ratio)}
+    return args
 
 
 # -- 256-entry tables for ``nee::lookup_int8.out`` (index: the int8 value's byte) ------------

@@ -16,7 +16,7 @@ OBSERVERS = ("minmax", "histogram")
 # rounding name -> (conv's, linear's rounding, add/sub/mul's scheme)
 ROUNDINGS = {"double": ("double", "double", "tflite"), "single": ("single", "single", "tflite"),
              "litert": ("double", "float", "tflite"),
-             "xnnpack": ("single", "single", "xnnpack")}
+             "xnnpack": ("xnnpack", "xnnpack", "xnnpack")}
 
 Sample = tuple[Any, ...]
 
