@@ -1,14 +1,15 @@
-"""Pass: on a board with an NPU, write the int8 tables its compiler has no operator for as
-int8 operators it has.
+"""Pass: on a board with an NPU or an XNNPACK CPU delegate, write the int8 tables their
+compilers have no operator for as int8 operators they have.
 
-Rewrites: nothing without ``Graph.npu``. With it, each ``nee::lookup_int8.out`` whose table is
-    hardsigmoid's (TFLite, and so Vela, has no HARD_SIGMOID: the table would stay on the CPU
-    and split the NPU partition) becomes relu6(x + 3) / 6 in two calls TFLite has: ``add_int8``
-    of a constant 3 into [0, 6] at scale 6/255, then ``mul_int8`` by a constant 1/6 into the
-    table's output parameters. The result may differ from the table's by an LSB; programs
-    without an NPU keep the table.
+Rewrites: nothing without ``Graph.npu`` or ``Graph.cpu_delegate`` "xnnpack". With one, each
+    ``nee::lookup_int8.out`` whose table is hardsigmoid's (TFLite, and so Vela and LiteRT, has
+    no HARD_SIGMOID: the table would stay on the CPU and split the partition) becomes
+    relu6(x + 3) / 6 in two calls TFLite has: ``add_int8`` of a constant 3 into [0, 6] at scale
+    6/255, then ``mul_int8`` by a constant 1/6 into the table's output parameters, requantized
+    by the program's rounding. The result may differ from the table's by an LSB; other
+    programs keep the table.
 Requires: "out_variant" (it writes out-variant calls); runs before add_scratch.
-Ensures: "npu_tables": with an NPU set, no hardsigmoid table is left.
+Ensures: "npu_tables": with an NPU or XNNPACK set, no hardsigmoid table is left.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 from toolchain.ir import Graph, Node, Quant, Ref, Tensor
 from toolchain.quantize import fixed_point
 from toolchain.quantize.fixed_point import per_tensor
+from toolchain.quantize.options import ROUNDINGS
 
 PLUS3 = fixed_point.Quant(6 / 255, -128)  # relu6(x + 3) over the whole int8 range
 THREE = fixed_point.Quant(3 / 127, 0)  # the constant 3 as int8 127
@@ -26,7 +28,7 @@ SIXTH = fixed_point.Quant(1 / 6 / 127, 0)  # the constant 1/6 as int8 127
 
 def npu_tables(graph: Graph) -> Graph:
     """Apply the rewrite described in the module docstring."""
-    if graph.npu is not None:
+    if graph.npu is not None or graph.cpu_delegate == "xnnpack":
         graph.nodes = [new for node in graph.nodes for new in _rewritten(graph, node)]
     graph.ensured.add("npu_tables")
     return graph
@@ -40,14 +42,15 @@ def _rewritten(graph: Graph, node: Node) -> list[Node]:
     table = graph.const_value(node.args["table"].name)
     if not np.array_equal(table, fixed_point.hardsigmoid_table(q_in, q_out)):
         return [node]
+    scheme = ROUNDINGS[graph.int8_rounding][2]
     plus3 = _tensor(graph, f"{out}_plus3", graph.tensors[x].shape, PLUS3)
     add = Node("nee::add_int8.out", {
         "self": Ref(x), "other": Ref(_tensor(graph, f"{out}_three", (1,), THREE, 127)),
-        **fixed_point.add_requant(q_in, THREE, PLUS3, "RELU6"), "out": Ref(plus3)},
+        **fixed_point.add_requant(q_in, THREE, PLUS3, "RELU6", scheme), "out": Ref(plus3)},
         [plus3], node.source, node.call, ["out"])
     mul = Node("nee::mul_int8.out", {
         "self": Ref(plus3), "other": Ref(_tensor(graph, f"{out}_sixth", (1,), SIXTH, 127)),
-        **fixed_point.mul_requant(PLUS3, SIXTH, q_out), "out": Ref(out)},
+        **fixed_point.mul_requant(PLUS3, SIXTH, q_out, scheme=scheme), "out": Ref(out)},
         [out], node.source, node.call, ["out"])
     return [add, mul]
 
