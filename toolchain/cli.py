@@ -69,10 +69,9 @@ class ByteSize(click.ParamType):
 @click.option("--observer", type=click.Choice(OBSERVERS), default="minmax", show_default=True,
               help="Activation range observer for --quantize.")
 @click.option("--rounding", type=click.Choice(list(ROUNDINGS)), default=None,
-              help="int8 requantization: double (TFLite Micro, Vela), single (TOSA; XNNPACK's "
-                   "convolutions), xnnpack (XNNPACK's, also for add, sub and mul) or litert "
-                   "(LiteRT's reference kernels). Default: xnnpack for a board whose CPU "
-                   "delegate is XNNPACK, else double.")
+              help="int8 requantization: double (TFLite Micro, Vela), single (TOSA), xnnpack "
+                   "(LiteRT's XNNPACK path) or litert (LiteRT's reference kernels). Default: "
+                   "xnnpack for a board whose CPU delegate is XNNPACK, else double.")
 @click.option("--format", "fmt", type=click.Choice(["nee", "tflite"]), default="nee",
               show_default=True, help="nee: a bundle for nee-run; tflite: the same float or int8 "
                                       "program as a .tflite model (LiteRT, TFLite Micro, Vela), "

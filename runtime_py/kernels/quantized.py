@@ -1,22 +1,23 @@
 """Int8 kernels, bit-exact with TensorFlow Lite's reference kernels (LiteRT's BUILTIN_REF).
 
-Requantization (TFLite's MultiplyByQuantizedMultiplier of an int32 accumulator, + the output zero
-point, clamped to ``activation_min``/``activation_max``, which also keep results in int8).
+Requantization (TFLite's MultiplyByQuantizedMultiplier of an int32 accumulator, + the output
+zero point, clamped to ``activation_min``/``activation_max``, which also keep results in int8).
 ``rounding`` "double" is the reference build: SaturatingRoundingDoublingHighMul h = floor((acc *
 m + 2**30) / 2**31) (round half up), then RoundingDivideByPOT(h, e) (round half away from zero);
-"single" is TFLITE_SINGLE_ROUNDING (one rounding shift of the 64-bit product, as XNNPACK and
-TOSA). A multiplier/shift pair is TFLite's QuantizeMultiplier output (shift > 0: left, e = -shift
-otherwise). TFLite's int32 overflows (undefined behaviour in its C++) are not reproduced: there
-results saturate. ``_Requant`` runs it on float64, exactly: the result is a monotone function
-of acc, so only the accumulators whose result is not saturated (and one beyond each end) must be
-computed exactly, and for those acc * m has at most 53 bits whenever e <= 12 or so (checked per
-call from the arguments; otherwise it runs on int64, as ``_rescale``). The double rounding is
-then floor(acc * m / 2**(31 + e) + 1/2 + 2**-(e + 1)) (one floor: the nested floors of integer
-divisions merge) where a negative h cannot reach an output (output zero point <= activation_min,
-as after a ReLU), else two floors: h, then floor(h * (1 + eps) / 2**e + 1/2), the tiny
-eps * h (|eps * h| < 1/4) doing RoundingDivideByPOT's -1 for negative h. The result + 128 is
-clamped in float64, converted to uint8 (truncation is floor there) and its top bit flipped: the
-int8 value.
+"single" is TFLITE_SINGLE_ROUNDING (one rounding shift of the 64-bit product, as TOSA);
+"xnnpack" is LiteRT's XNNPACK path (float32 scales rounded to even; add/sub its own fixed-point
+scheme), per kernel. A multiplier/shift pair is TFLite's QuantizeMultiplier output (shift > 0:
+left, e = -shift otherwise). TFLite's int32 overflows (undefined behaviour in its C++) are not
+reproduced: there results saturate. ``_Requant`` runs it on float64, exactly: the result is a
+monotone function of acc, so only the accumulators whose result is not saturated (and one beyond
+each end) must be computed exactly, and for those acc * m has at most 53 bits whenever e <= 12
+or so (checked per call from the arguments; otherwise it runs on int64, as ``_rescale``). The
+double rounding is then floor(acc * m / 2**(31 + e) + 1/2 + 2**-(e + 1)) (one floor: the nested
+floors of integer divisions merge) where a negative h cannot reach an output (output zero point
+<= activation_min, as after a ReLU), else two floors: h, then floor(h * (1 + eps) / 2**e + 1/2),
+the tiny eps * h (|eps * h| < 1/4) doing RoundingDivideByPOT's -1 for negative h. The result +
+128 is clamped in float64, converted to uint8 (truncation is floor there) and its top bit
+flipped: the int8 value.
 
 Convolution and linear layers run their multiply-accumulate on float32 BLAS, exactly: they sum
 raw int8 products x * w with |x| <= 128, so a chunk of the reduction whose weights have
@@ -1304,13 +1305,17 @@ def _per_channel_values(values: Any, name: str, channels: int, kind: type = int)
         raise ValueError(f"{name} {values!r}: 1 or {channels} {kind.__name__} values expected")
 
 
+def _rounding(rounding: str, roundings: tuple[str, ...]) -> None:
+    if rounding not in roundings:
+        raise ValueError(f"rounding {rounding!r}: one of {', '.join(roundings)}")
+
+
 def _requant_args(channels: int, output_multiplier: Ints, output_shift: Ints,
                   activation_min: int, activation_max: int, rounding: str,
                   roundings: tuple[str, ...], effective_scale: Any = None) -> None:
     """Per-channel multipliers and shifts (and ``effective_scale`` for rounding "float" or
     "xnnpack"), the activation range within int8."""
-    if rounding not in roundings:
-        raise ValueError(f"rounding {rounding!r}: one of {', '.join(roundings)}")
+    _rounding(rounding, roundings)
     if rounding in _SCALED:
         _per_channel_values(effective_scale, "effective_scale", channels, float)
     _per_channel_values(output_multiplier, "output_multiplier", channels)
@@ -1330,8 +1335,7 @@ def _check_quantize(input: np.ndarray, scale: float, zero_point: int, quant_min:
     """float32 input to int8 out of its shape, within int8 bounds; rounding "double" (TFLite's)
     or "xnnpack"."""
     inputs = {"input": rules.tensor(input, "input", frozenset({rules.FLOAT32}))}
-    if rounding not in ("double", "xnnpack"):
-        raise ValueError(f"rounding {rounding!r}: one of double, xnnpack")
+    _rounding(rounding, ("double", "xnnpack"))
     rules.number(scale, "scale")
     rules.integer(zero_point, "zero_point")
     _int8_range(quant_min, quant_max, "quant_min", "quant_max")
@@ -1426,8 +1430,7 @@ def _check_binary(self: np.ndarray, other: np.ndarray, activation_min: int,
 
 def _xnnpack_scale(rounding: str, effective_scale: float | None) -> None:
     """rounding "double", or "xnnpack" with a positive finite float32 effective_scale."""
-    if rounding not in ("double", "xnnpack"):
-        raise ValueError(f"rounding {rounding!r}: one of double, xnnpack")
+    _rounding(rounding, ("double", "xnnpack"))
     if rounding == "xnnpack":
         scale = rules.number(effective_scale, "effective_scale")
         if not 0 < scale < math.inf:

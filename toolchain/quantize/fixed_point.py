@@ -5,8 +5,9 @@ where TFLite's C++ widens them (mixing float and double arithmetic exactly as it
 the multipliers bit-identical). Each ``*_requant`` function returns the non-tensor arguments of
 one ``nee::*_int8.out`` kernel as a dict, the defaults reproducing LiteRT's reference kernels
 (BUILTIN_REF). ``rounding`` is "double" (TFLite's reference MultiplyByQuantizedMultiplier) or
-"single" (its TFLITE_SINGLE_ROUNDING build, XNNPACK, TOSA); fully connected layers also have
-"float" (see ``linear_requant``). The ``*_table`` functions compute the tables of
+"single" (its TFLITE_SINGLE_ROUNDING build, TOSA); fully connected layers also have "float"
+(see ``linear_requant``), and every kernel "xnnpack" (LiteRT's XNNPACK path: float32 scales,
+``xnnpack_scales``; add/sub ``_xnnpack_add``). The ``*_table`` functions compute the tables of
 ``nee::lookup_int8.out`` and ``nee::softmax_int8.out``.
 """
 

@@ -9,11 +9,11 @@ from typing import Any
 from toolchain.errors import ExportError
 
 OBSERVERS = ("minmax", "histogram")
-# Requantization per target: the rounding of conv and of fully-connected kernels. "double" is
-# MultiplyByQuantizedMultiplier as TFLite Micro and Vela's TFLite path do it; "single" its
-# single-rounding build (XNNPACK, TOSA/ExecuTorch-Arm); "litert" what LiteRT's reference
-# kernels do since 2025 (fully-connected rescales in double precision).
-# rounding name -> (conv's, linear's rounding, add/sub/mul's scheme)
+# Requantization per target, name -> (conv's rounding, fully connected's, add/sub/mul/mean's
+# scheme). "double" is MultiplyByQuantizedMultiplier as TFLite Micro and Vela's TFLite path do
+# it; "single" its single-rounding build (TOSA/ExecuTorch-Arm); "litert" what LiteRT's
+# reference kernels do since 2025 (fully-connected rescales in double precision); "xnnpack"
+# what LiteRT's XNNPACK path does (float32 scales rounded to even, XNNPACK's add/sub).
 ROUNDINGS = {"double": ("double", "double", "tflite"), "single": ("single", "single", "tflite"),
              "litert": ("double", "float", "tflite"),
              "xnnpack": ("xnnpack", "xnnpack", "xnnpack")}
