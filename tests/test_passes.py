@@ -79,6 +79,20 @@ def test_batchnorm_folds_and_constants_fold(tmp_path):
     assert all(0 in t.element_strides() for t in weights)  # only broadcasts stay views
 
 
+@pytest.mark.parametrize(("rows", "blocked"), [(9, True), (1, False), (32, False)])
+def test_weights_of_few_row_products_keep_their_layout(tmp_path, rows, blocked):
+    """A (768, 768) linear weight read by 2-12 rows stays (N, K), the layout the row-blocked
+    kernel reads (its transpose a view); other row counts read a contiguous (K, N) copy."""
+    torch.manual_seed(0)
+    result = run_both(nn.Linear(768, 768), torch.randn(rows, 768), tmp_path=tmp_path, rtol=1e-4,
+                      atol=1e-5)
+    node = next(n for n in result.graph.nodes if n.op == "aten::addmm.out")
+    weight = result.graph.tensors[node.args["mat2"].name]
+    assert (weight.view_of is not None) is blocked
+    assert weight.element_strides() == ((1, 768) if blocked else (768, 1))
+    assert ("scratch" in node.args) is blocked  # its transposed operands
+
+
 def test_activation_fuses_into_conv(tmp_path):
     if "nee::convolution_act.out" not in KERNELS:
         pytest.skip("fused conv kernel not registered")

@@ -33,6 +33,7 @@ from runtime_py.kernels._common import (
     workspace_bytes,
 )
 from runtime_py.kernels.indexing import constant_pad_nd, take
+from runtime_py.kernels.linalg import blocked_products, row_blocked
 
 IntList = Sequence[int] | int
 
@@ -388,7 +389,7 @@ def _grouped(x: np.ndarray, weight: np.ndarray, groups: int, win: _Window,
     if work is None:  # 1x1, stride 1, unpadded: the input is the column matrix
         cols = x.reshape(n, groups, -1, out.shape[2] * out.shape[3])
         dst = out.reshape((n, groups, o // groups, -1), copy=False)
-        return functools.partial(np.matmul, w, cols, out=dst)
+        return _product(w, cols, dst)
     columns, tile = win.columns(x), work.shape[-2]
     tiles = []
     for r0 in range(0, out.shape[2], tile):
@@ -397,13 +398,23 @@ def _grouped(x: np.ndarray, weight: np.ndarray, groups: int, win: _Window,
         tiles.append((cols, columns[..., r0:r0 + rows, :],
                       cols.reshape(n, groups, -1, rows * out.shape[3]),
                       out[:, :, r0:r0 + rows].reshape((n, groups, o // groups, -1), copy=False)))
+    products = [_product(w, cols2d, dst) for _, _, cols2d, dst in tiles]
 
     def run() -> None:
-        for cols, src, cols2d, dst in tiles:
+        for (cols, src, _, _), product in zip(tiles, products, strict=True):
             np.copyto(cols, src)
-            np.matmul(w, cols2d, out=dst)
+            product()
 
     return run
+
+
+def _product(w: np.ndarray, cols: np.ndarray, dst: np.ndarray) -> Bound:
+    """dst = w @ cols (batched over images and groups): one matmul, or over row blocks of the
+    weight for one image and group with few output positions (``linalg.row_blocked``)."""
+    if w.shape[0] == cols.shape[0] == 1 and row_blocked(cols.shape[-1], *w.shape[1:][::-1],
+                                                        w.dtype):
+        return run_all(*blocked_products(w[0], cols[0, 0], dst[0, 0]))
+    return functools.partial(np.matmul, w, cols, out=dst)
 
 
 def _window_ints(value: IntList, name: str, n: int, low: int) -> tuple[int, ...]:

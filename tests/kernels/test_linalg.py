@@ -7,9 +7,12 @@ outputs that are small through cancellation.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from kernel_harness import LAYOUTS, check_op, random, with_layout
+
+from runtime_py.kernels import linalg, nn
 
 aten = torch.ops.aten
 TOL = {"rtol": 1e-4, "atol": 1e-5}
@@ -46,3 +49,66 @@ def test_addmm(bias_shape: tuple[int, ...], beta: float, alpha: float) -> None:
 def test_addmm_beta_zero_ignores_nan_bias() -> None:
     check_op(aten.addmm.default, self=torch.full((3,), float("nan")), mat1=random((2, 4)),
              mat2=random((4, 3)), beta=0, **TOL)
+
+
+@pytest.fixture
+def blocks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Row blocking for any weight size, 3 rows of 16 floats per block; the list collects the
+    row count of every blocked weight (so a test sees the blocked path run)."""
+    monkeypatch.setattr(linalg, "ROW_BLOCKED_MIN_BYTES", 0)
+    monkeypatch.setattr(linalg, "ROW_BLOCK_BYTES", 3 * 16 * 4)
+    seen: list[int] = []
+
+    def counted(w: np.ndarray, b: np.ndarray, out: np.ndarray) -> list:
+        seen.append(w.shape[0])
+        return linalg_blocked(w, b, out)
+
+    linalg_blocked = linalg.blocked_products
+    monkeypatch.setattr(linalg, "blocked_products", counted)
+    monkeypatch.setattr(nn, "blocked_products", counted)
+    return seen
+
+
+@pytest.mark.parametrize("rows", [2, 5, 12])
+@pytest.mark.parametrize("op", ["mm", "addmm"])
+def test_row_blocked_products(blocks: list[int], op: str, rows: int) -> None:
+    """2-12 rows by a weight stored (N, K): row blocks of the weight, the last one partial."""
+    weight, x = random((10, 16)), random((rows, 16))
+    if op == "mm":
+        check_op(aten.mm.default, self=x, mat2=weight.t(), **TOL)
+    else:
+        check_op(aten.addmm.default, self=random((10,)), mat1=x, mat2=weight.t(), beta=0.5,
+                 alpha=2, **TOL)
+    assert blocks and set(blocks) == {10}
+
+
+@pytest.mark.parametrize(("rows", "layout"), [(1, "transposed"), (13, "transposed"),
+                                              (5, "contiguous")])
+def test_other_products_are_one_matmul(blocks: list[int], rows: int, layout: str) -> None:
+    """One row, 13 and more rows, or a (K, N) right operand: no row blocks."""
+    weight = random((10, 16))
+    mat2 = weight.t() if layout == "transposed" else weight.t().contiguous()
+    check_op(aten.mm.default, self=random((rows, 16)), mat2=mat2, **TOL)
+    assert not blocks
+
+
+@pytest.mark.parametrize(("kernel", "stride", "size"), [(1, 1, 3), (2, 2, 6), (1, 1, 5)])
+def test_row_blocked_convolution(blocks: list[int], kernel: int, stride: int,
+                                 size: int) -> None:
+    """A 1x1 or non-overlapping 2x2 convolution over 4-12 positions: row blocks of the
+    (C_out, C_in * KH * KW) weight; 25 positions: one matmul."""
+    check_op(aten.convolution.default, input=random((1, 16, size, size)),
+             weight=random((10, 16, kernel, kernel)), bias=random((10,)), stride=[stride] * 2,
+             padding=[0, 0], dilation=[1, 1], transposed=False, output_padding=[0, 0], groups=1,
+             **TOL)
+    assert blocks == ([] if size == 5 else [10] * len(blocks)) and (size == 5 or blocks)
+
+
+def test_row_blocked_sizes() -> None:
+    """Float32, 2-12 rows, weights of 2 MiB and up."""
+    assert linalg.row_blocked(9, 768, 3072, np.float32)
+    assert linalg.row_blocked(2, 768, 768, "float32")
+    assert not linalg.row_blocked(1, 768, 3072, np.float32)
+    assert not linalg.row_blocked(13, 768, 3072, np.float32)
+    assert not linalg.row_blocked(9, 256, 1024, np.float32)
+    assert not linalg.row_blocked(9, 768, 3072, np.float64)

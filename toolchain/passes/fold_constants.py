@@ -9,11 +9,13 @@ Rewrites: a node reading only constants (weights, folded values, or nothing, lik
     constant of its own, so kernels read weights in the layout they use. Broadcast views (a zero
     stride) stay views: materialising them would only grow the bundle; so do views of a
     constant that is also read in its own layout (tied weights: an embedding table that is also
-    the transposed LM head), which the bundle then holds once. The same view made more than
-    once (a weight transposed at every step of an unrolled loop) becomes one constant.
+    the transposed LM head), which the bundle then holds once, and so do transposed (N, K)
+    weights read only as ``mat2`` of products with few rows (``linalg.row_blocked``: the
+    kernel runs over row blocks of that layout). The same view made more than once (a weight
+    transposed at every step of an unrolled loop) becomes one constant.
 Requires: "out_variant" (kernels are looked up by out-variant name).
 Ensures: "consts_folded": no node but those writing ``run_time`` values has only constant
-    inputs; constant views are contiguous or broadcasts.
+    inputs; constant views are contiguous, broadcasts, or row-blocked weights.
 """
 
 from __future__ import annotations
@@ -21,7 +23,10 @@ from __future__ import annotations
 import numpy as np
 
 from runtime_py.kernels import KERNELS, numpy_mode
+from runtime_py.kernels.linalg import row_blocked
 from toolchain.ir import Graph, Node, Ref, Tensor, node_inputs
+
+_PRODUCTS = {"aten::addmm.out": "mat1", "aten::mm.out": "self"}  # op -> its left operand
 
 
 def fold_constants(graph: Graph) -> Graph:
@@ -39,7 +44,7 @@ def fold_constants(graph: Graph) -> Graph:
     made: dict[tuple, str] = {}  # (root, shape, strides, offset) -> the constant made of it
     for name, t in list(graph.tensors.items()):
         if (t.view_of and graph.is_const(name) and not t.is_contiguous and 0 not in t.strides
-                and t.view_of not in direct):
+                and t.view_of not in direct and not _row_blocked_weight(graph, name)):
             key = (t.view_of, t.shape, t.strides, t.offset)
             if key in made:  # the same view again (a weight transposed once per step)
                 graph.rename(name, made[key])
@@ -50,6 +55,24 @@ def fold_constants(graph: Graph) -> Graph:
             t.view_of, t.strides, t.offset, t.kind, t.data = None, None, 0, "const", data
     graph.ensured.add("consts_folded")
     return graph
+
+
+def _row_blocked_weight(graph: Graph, name: str) -> bool:
+    """Whether ``name`` is the transpose of a whole contiguous (N, K) constant that every
+    reader takes as ``mat2`` of a product ``row_blocked`` wants in that layout."""
+    t, root = graph.tensors[name], graph.tensors[graph.storage_of(name)]
+    if (len(t.shape) != 2 or t.offset or root.shape != t.shape[::-1]
+            or t.element_strides() != (1, t.shape[0])):
+        return False
+    readers = [node for node in graph.nodes if name in node_inputs(node)]
+    return bool(readers) and all(
+        node.op in _PRODUCTS and node.args.get("mat2") == Ref(name)
+        and _blocked_rows(graph, node.args[_PRODUCTS[node.op]], t) for node in readers)
+
+
+def _blocked_rows(graph: Graph, left: object, weight: Tensor) -> bool:
+    rows = graph.tensors[left.name].shape[0] if isinstance(left, Ref) else None
+    return isinstance(rows, int) and row_blocked(rows, *weight.shape, weight.dtype)
 
 
 def _evaluate(graph: Graph, node: Node) -> None:
