@@ -138,6 +138,9 @@ class Graph:
     # Values computed at run time even from constants alone (they follow a dynamic dim of a
     # symbolic export): fold_constants leaves the calls writing them in the program.
     run_time: frozenset[str] = frozenset()
+    # False while a symbolic export traces its sample sizes: shapes then follow a dim, so no
+    # layout is chosen for one size (fold_constants' row-blocked weights).
+    static_shapes: bool = True
     int8_rounding: str = "double"  # int8 requantization (toolchain.quantize.options.ROUNDINGS)
     npu: Any = None  # the board's toolchain.boards.Npu: passes/delegate_npu.py partitions for it
     cpu_delegate: str | None = None  # the board's CPU delegate: passes/delegate_cpu.py

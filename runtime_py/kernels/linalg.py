@@ -5,7 +5,8 @@ A float32 product of 2-12 rows by a large weight runs over row blocks of the wei
 block by block it runs 1.2-2.2x faster (measured with (768, 3072), (3072, 768), (2048, 8192)
 and (384, 1536) weights, cold cache; 16 rows and up, or one row, gain nothing). The export
 keeps such weights in their (N, K) layout (fold_constants asks ``row_blocked``); the kernel
-takes that path whenever mat2 is the transpose of a contiguous (N, K) matrix.
+takes that path whenever mat2 is the transpose of a contiguous (N, K) matrix and it was given
+the scratch for it.
 """
 
 from __future__ import annotations
@@ -41,8 +42,10 @@ def blocked_products(w: np.ndarray, b: np.ndarray, out: np.ndarray) -> list[Boun
 def _product(a: np.ndarray, b: np.ndarray, out: np.ndarray,
              scratch: np.ndarray | None) -> Bound:
     """The call writing a @ b into out: over row blocks of b.T (transposed copies of ``a`` and
-    of the result in scratch) where ``row_blocked`` and b is stored as (n, k); else one matmul."""
-    if not (row_blocked(*a.shape, b.shape[1], a.dtype) and b.T.flags.c_contiguous):
+    of the result in scratch) where ``row_blocked``, b is stored as (n, k) and the scratch holds
+    the copies; else one matmul."""
+    need = _product_scratch(a, b)
+    if not need or scratch is None or scratch.nbytes < need:
         return functools.partial(np.matmul, a, b, out=out)
     ws = Workspace(scratch)
     a_t, out_t = ws.take(a.shape[::-1], a.dtype), ws.take(out.shape[::-1], out.dtype)
@@ -58,9 +61,10 @@ def _product(a: np.ndarray, b: np.ndarray, out: np.ndarray,
 
 
 def _product_scratch(a: np.ndarray, b: np.ndarray) -> int:
-    """Scratch bytes of ``_product``: the transposed left operand and result, if blocked."""
+    """Scratch bytes of ``_product``: the transposed left operand and result, if blocked (at
+    export, a weight's layout is known: add_scratch passes constants as their values)."""
     m, k = a.shape
-    if not row_blocked(m, k, b.shape[1], a.dtype):
+    if not (row_blocked(m, k, b.shape[1], a.dtype) and b.T.flags.c_contiguous):
         return 0
     return workspace_bytes(((k, m), a.dtype), ((b.shape[1], m), a.dtype))
 

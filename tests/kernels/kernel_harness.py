@@ -83,9 +83,14 @@ def _sentinel(expected: torch.Tensor) -> np.ndarray:
 
 
 def placeholder(value: Any) -> Any:
-    """As the add_scratch pass passes args to ``Kernel.scratch``: zero-stride tensors."""
+    """What ``Kernel.scratch`` may rely on of a tensor argument, as the add_scratch pass passes
+    it (constants as their values, others as zero-stride tensors): its shape, dtype and memory
+    layout, here with NaN or arbitrary values instead of its own."""
     if isinstance(value, np.ndarray):
-        return np.broadcast_to(np.zeros((), value.dtype), value.shape)
+        blank = np.empty_like(value)  # order "K": a transposed value stays transposed
+        if blank.dtype.kind == "f":
+            blank.fill(np.nan)
+        return blank
     if isinstance(value, list):
         return [placeholder(v) for v in value]
     return value

@@ -41,6 +41,7 @@ def export(
     bundle_io: bool = False,
     run_time: frozenset[str] = frozenset(),
     cpu_delegate: bool = True,
+    static_shapes: bool = True,
 ) -> ExportResult:
     """Export ``model`` traced with ``example_inputs`` into a plan-complete program; with
     ``quantize``, calibrated and converted to int8 first, and its accuracy measured. With a
@@ -48,8 +49,9 @@ def export(
     partitions; ``cpu_fallback`` lets a runtime without that backend run them on its CPU. With a
     board that names a CPU delegate (and ``cpu_delegate``), the calls it can run go to it.
     ``bundle_io`` stores the example inputs and the model's outputs for ``nee-run --verify``;
-    the calls writing the ``run_time`` values are not folded into constants (see
-    toolchain.export.symbolic)."""
+    the calls writing the ``run_time`` values are not folded into constants, and
+    ``static_shapes`` False makes no size-dependent layout choice (both for
+    toolchain.export.symbolic's samples)."""
     say = _stage_timer(progress)
     traced = model
     if quantize is not None:
@@ -61,6 +63,7 @@ def export(
     graph = to_graph(program, output_names(model, program.call_spec.out_spec))
     graph.scratch_budget = board.scratch_limit if board else None
     graph.run_time = run_time
+    graph.static_shapes = static_shapes
     graph.npu = board.npu if board and npu else None
     graph.cpu_delegate = board.cpu_delegate if board and cpu_delegate else None
     if quantize is not None:

@@ -74,7 +74,8 @@ def export_symbolic(export: Exporter, model: torch.nn.Module, example_inputs: tu
 
     def at(size: int, run_time: frozenset[str] = frozenset()) -> ExportResult:
         restore_buffers(model, state)
-        return export(model, resized(example_inputs, dim, size), run_time=run_time, **options)
+        return export(model, resized(example_inputs, dim, size), run_time=run_time,
+                      static_shapes=False, **options)
 
     results = {size: at(size) for size in sizes[:2]}
     run_time = _size_dependent([r.graph for r in results.values()])

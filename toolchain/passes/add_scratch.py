@@ -1,9 +1,10 @@
 """Pass: give kernels that need a workspace (im2col columns, padded input) a planned scratch.
 
 Rewrites: for every node whose kernel declares ``Kernel.scratch``, asks it for the bytes it needs
-    for this call's shapes (within ``Graph.scratch_budget`` when a board sets one: convolution
-    then builds its im2col columns in row tiles) and adds a ``scratch`` argument: a uint8 tensor
-    of kind "scratch", planned in the arena like any activation and live only during that node.
+    for this call's shapes and constants' layouts (within ``Graph.scratch_budget`` when a board
+    sets one: convolution then builds its im2col columns in row tiles) and adds a ``scratch``
+    argument: a uint8 tensor of kind "scratch", planned in the arena like any activation and
+    live only during that node.
 Requires: "out_variant" (kernels are looked up by out-variant name).
 Ensures: "scratch_planned": every such node has its scratch; nothing is allocated at run time.
 """
@@ -36,8 +37,12 @@ def add_scratch(graph: Graph) -> Graph:
 
 
 def _placeholder(graph: Graph, value: Any) -> Any:
-    """Tensors as zero-stride arrays of the right shape and dtype (no memory), lists as tuples."""
+    """Constants as their values (a kernel may size its workspace by a weight's layout; not in
+    a symbolic export's samples, whose programs must agree at every size), other tensors as
+    zero-stride arrays of the right shape and dtype (no memory), lists as tuples."""
     if isinstance(value, Ref):
+        if graph.is_const(value.name) and graph.static_shapes:
+            return graph.const_value(value.name)
         t = graph.tensors[value.name]
         return np.lib.stride_tricks.as_strided(np.zeros(1, t.dtype), t.shape, (0,) * len(t.shape))
     if isinstance(value, list):

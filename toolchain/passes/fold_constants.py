@@ -11,7 +11,8 @@ Rewrites: a node reading only constants (weights, folded values, or nothing, lik
     constant that is also read in its own layout (tied weights: an embedding table that is also
     the transposed LM head), which the bundle then holds once, and so do transposed (N, K)
     weights read only as ``mat2`` of products with few rows (``linalg.row_blocked``: the
-    kernel runs over row blocks of that layout). The same view made more than once (a weight
+    kernel runs over row blocks of that layout; not in a symbolic export's samples, whose row
+    counts follow a dim). The same view made more than once (a weight
     transposed at every step of an unrolled loop) becomes one constant.
 Requires: "out_variant" (kernels are looked up by out-variant name).
 Ensures: "consts_folded": no node but those writing ``run_time`` values has only constant
@@ -65,7 +66,7 @@ def _row_blocked_weight(graph: Graph, name: str) -> bool:
             or t.element_strides() != (1, t.shape[0])):
         return False
     readers = [node for node in graph.nodes if name in node_inputs(node)]
-    return bool(readers) and all(
+    return graph.static_shapes and bool(readers) and all(
         node.op in _PRODUCTS and node.args.get("mat2") == Ref(name)
         and _blocked_rows(graph, node.args[_PRODUCTS[node.op]], t) for node in readers)
 
