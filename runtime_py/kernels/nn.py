@@ -4,9 +4,9 @@ Spatial ops share :class:`_Window` (kernel/stride/padding/dilation geometry). Co
 BLAS matmul over an im2col column buffer (built with one strided copy of the input padded into
 scratch; 1x1 convs read the input directly). Depthwise convolution and max/avg pooling instead
 combine taps over stride phase planes of the input (``_phase_taps``), so that each tap is one
-long contiguous run; where numpy's per-call cost dominates, depthwise convolution with a large
-kernel over a small image multiplies all taps at once (one strided window view, then one sum),
-and pooling at stride 1 or over non-overlapping unpadded windows combines along W, then along H.
+long contiguous run; where numpy's per-call cost dominates (few positions per channel and tap),
+depthwise convolution is one ``einsum`` over a strided window view of a channels-last copy, and
+pooling at stride 1 or over non-overlapping unpadded windows combines along W, then along H.
 Max pooling with indices walks strided tap views (``_Window.taps``).
 All but batch norm and max pooling with indices are prepared at load (``Kernel.prepared``):
 views and geometry are made once.
@@ -136,32 +136,28 @@ class _ConvPlan:
     work: tuple[int, ...] | None  # im2col columns (for ``tile`` output rows); depthwise:
     # accumulator and product runs
     depthwise: bool
-    tile: int  # output rows per im2col matmul or windowed product, or channels per depthwise
-    # block (all of them unless a budget forced tiles)
-    channels_last: bool = False  # depthwise over a channels-last copy (``padded``, ``work``
-    # then have the channels last)
-    acc: tuple[int, ...] | None = None  # windowed depthwise: the channels-last accumulator
-    # (``work`` is then the (N, tile, Wo, KH, KW, C) product)
+    tile: int  # output rows per im2col matmul, or channels per depthwise block (all of them
+    # unless a budget forced tiles)
+    channels_last: bool = False  # depthwise einsum: ``padded`` and the ``work`` accumulator
+    # have the channels last
 
     @property
     def nbytes(self) -> int:
-        return workspace_bytes(*((s, "float32") for s in (self.padded, self.work, self.acc)
-                                 if s))
+        return workspace_bytes(*((s, "float32") for s in (self.padded, self.work) if s))
 
 
 # Depthwise convolution works in channel blocks whose planes and accumulators fit in this many
 # bytes (a typical L2 cache): 1.1-1.8x faster than whole-tensor passes on mobilenet-sized layers.
 DEPTHWISE_BLOCK_BYTES = 512 * 1024
 
-# Depthwise convolution with at least WINDOWED_TAPS taps and at most WINDOWED_POSITIONS output
-# positions multiplies all taps at once (``_depthwise_windowed``), in output-row tiles whose
-# product fits in WINDOWED_BYTES (a row that does not: per tap): 0.5-0.85x the per-tap time on
-# mobilenet_v3_small's 5x5 layers (outputs 3x3 and 6x6); 3x3 kernels gain little or lose
-# (0.8-1.6x), outputs of 9x9 and up lose (1.0-2.7x) and so do 7x7 kernels over 384 channels
-# (0.9-1.5x, 527 KB rows): there the per-tap calls are long enough to amortise numpy's overhead.
-WINDOWED_TAPS = 25
-WINDOWED_POSITIONS = 64
-WINDOWED_BYTES = 256 * 1024
+# Depthwise convolution is one einsum over a channels-last window view (``_depthwise_einsum``)
+# when its output positions (all images) are at most EINSUM_POSITIONS x channels x taps: numpy
+# then loops over positions and taps with the channels as its inner loop, in one call, where
+# per-tap passes cost two calls per tap. Measured against the per-tap passes: 0.5-0.85x the time
+# at ratios up to 0.23 (3x3 to 7x7 kernels, 40-960 channels, stride 1 and 2; ConvNeXt's 7x7
+# layers over 24x24 to 3x3 images 0.4-0.8x), 1.0-2.4x from 0.26 up (3x3 over 28x28x144-256
+# 1.2x, 7x7 over 56x56x64 1.4x); 7x7 over 24x24x48 (0.24) 1.1x.
+EINSUM_POSITIONS = 0.25
 
 
 @functools.lru_cache(maxsize=1024)
@@ -171,10 +167,10 @@ def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: IntLi
     """The plan of a conv1d/conv2d call (conv1d as conv2d over a height-1 image); int-list args
     are tuples (hashable), as the runtime passes them. With a ``budget`` (scratch bytes), the
     im2col columns cover as many output rows as fit (at least one) instead of all of them.
-    Depthwise convolution is windowed for large kernels over few output positions, else
-    channels-last when the image is smaller than the channel count, else (or if those do not
-    fit the budget) works on as many channels at a time as fit in the budget and in
-    DEPTHWISE_BLOCK_BYTES (at least one)."""
+    Depthwise convolution is one einsum over channels-last copies where it has few positions
+    per channel and tap (EINSUM_POSITIONS), else (or if those do not fit the budget) works on
+    as many channels at a time as fit in the budget and in DEPTHWISE_BLOCK_BYTES (at least
+    one)."""
     if len(w_shape) == 3:
         x_shape, w_shape = (*x_shape[:2], 1, x_shape[2]), (*w_shape[:2], 1, w_shape[2])
         stride, padding, dilation = ((first, *expand_param(v, 1)) for first, v in
@@ -192,12 +188,10 @@ def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: IntLi
     padded = None if pads is None else _padded_shape(x_shape, pads)
     tile = out_hw[0]
     if depthwise:
-        positions = out_hw[0] * out_hw[1]
-        rows = (_windowed_rows(win, out_shape)
-                if kh * kw >= WINDOWED_TAPS and positions <= WINDOWED_POSITIONS else 0)
-        for tile_rows in [r for r, wanted in ((rows, rows > 0), (0, positions < c)) if wanted]:
-            plan = _channels_last_plan(win, out_shape, pads, padded or x_shape, tile_rows)
-            if budget is None or plan.nbytes <= budget:  # numpy's loops over channels
+        if n * out_hw[0] * out_hw[1] <= EINSUM_POSITIONS * c * kh * kw:
+            plan = _ConvPlan(win, out_shape, pads, (n, *(padded or x_shape)[2:], c),
+                             (n, *out_hw, c), depthwise=True, tile=c, channels_last=True)
+            if budget is None or plan.nbytes <= budget:
                 return plan
         planes, run = _phase_planes((n, 1), win)
         per_channel = (math.prod(planes) + 2 * math.prod(run)) * 4
@@ -214,27 +208,6 @@ def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: IntLi
             tile = max(1, min(out_hw[0], room // row))
         work = (n, c, kh, kw, tile, out_hw[1])
     return _ConvPlan(win, out_shape, pads, padded, work, depthwise, tile)
-
-
-def _channels_last_plan(win: _Window, out_shape: tuple[int, ...],
-                        pads: tuple[tuple[int, int], ...] | None, padded: tuple[int, ...],
-                        rows: int) -> _ConvPlan:
-    """Depthwise plan over channels-last copies: the padded input (N, Hp, Wp, C) and the
-    accumulator and product (N, Ho, Wo, C); with ``rows`` (windowed), the accumulator and the
-    all-taps product of that many output rows."""
-    n, c, ho, wo = out_shape
-    padded = (n, *padded[2:], c)
-    if not rows:
-        return _ConvPlan(win, out_shape, pads, padded, (2, n, ho, wo, c), depthwise=True,
-                         tile=c, channels_last=True)
-    return _ConvPlan(win, out_shape, pads, padded, (n, rows, wo, *win.kernel, c), depthwise=True,
-                     tile=rows, channels_last=True, acc=(n, ho, wo, c))
-
-
-def _windowed_rows(win: _Window, out_shape: tuple[int, ...]) -> int:
-    """Output rows whose all-taps float32 product fits in WINDOWED_BYTES (0: not even one)."""
-    n, c, ho, wo = out_shape
-    return min(ho, WINDOWED_BYTES // (n * wo * math.prod(win.kernel) * c * 4))
 
 
 def _phase_planes(lead: Sequence[int], win: _Window) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -323,43 +296,22 @@ def _tap_sum(fill: Bound, taps: Sequence[np.ndarray], weights: Sequence[np.ndarr
     return then(tap_mac(fill, taps, weights, acc, prod), functools.partial(np.copyto, out, result))
 
 
-def _depthwise_channels_last(x: np.ndarray, weight: np.ndarray, plan: _ConvPlan,
-                             scratch: np.ndarray | None, out: np.ndarray) -> Bound:
-    """Per-tap multiply-accumulate over a channels-last copy of the padded input: for a small
-    image with many channels every numpy loop then runs over the channels instead of one short
-    image row. The (taps, channels) weight matrix is made once, at load."""
+def _depthwise_einsum(x: np.ndarray, weight: np.ndarray, plan: _ConvPlan,
+                      scratch: np.ndarray | None, out: np.ndarray) -> Bound:
+    """One einsum of the (N, Ho, Wo, KH, KW, C) window view of a channels-last copy of the
+    padded input with the (KH, KW, C) weights (made once, at load) into a channels-last
+    accumulator, copied to out."""
     ws = Workspace(scratch)
     padded = ws.take(plan.padded, out.dtype).transpose(0, 3, 1, 2)  # (N, C, Hp, Wp) view
-    acc, prod = ws.take(plan.work, out.dtype)
-    # taps back in channels-last order, so that numpy's loops need not reorder axes (~10%)
-    taps = [tap.transpose(0, 2, 3, 1) for _, _, tap in plan.win.taps(padded)]
-    weights = np.ascontiguousarray(weight.reshape(weight.shape[0], -1).T)
-    return _tap_sum(_fill_padded(padded, x, plan.pads, 0), taps, list(weights), acc, prod,
-                    acc.transpose(0, 3, 1, 2), out)
-
-
-def _depthwise_windowed(x: np.ndarray, weight: np.ndarray, plan: _ConvPlan,
-                        scratch: np.ndarray | None, out: np.ndarray) -> Bound:
-    """All taps at once over a channels-last copy of the padded input, ``plan.tile`` output rows
-    at a time: one multiply of the (N, rows, Wo, KH, KW, C) window view by the (KH, KW, C)
-    weights, one sum over the taps into the accumulator (2 numpy calls per tile, not 2 per tap).
-    """
-    ws = Workspace(scratch)
-    padded = ws.take(plan.padded, out.dtype).transpose(0, 3, 1, 2)  # (N, C, Hp, Wp) view
-    prod, acc = ws.take(plan.work, out.dtype), ws.take(plan.acc, out.dtype)
-    windows = plan.win.columns(padded).transpose(0, 4, 5, 2, 3, 1)  # (N, Ho, Wo, KH, KW, C)
+    acc = ws.take(plan.work, out.dtype)
+    windows = plan.win.columns(padded).transpose(0, 4, 5, 2, 3, 1)
     weights = np.ascontiguousarray(weight[:, 0].transpose(1, 2, 0))
-    ho, rows = acc.shape[1], plan.tile
-    tiles = [(windows[:, r:r + rows], prod[:, :min(rows, ho - r)], acc[:, r:r + rows])
-             for r in range(0, ho, rows)]
     fill = _fill_padded(padded, x, plan.pads, 0)
     result = acc.transpose(0, 3, 1, 2)
 
     def run() -> None:
         fill()
-        for src, product, dst in tiles:
-            np.multiply(src, weights, out=product)
-            np.sum(product, axis=(3, 4), out=dst)
+        np.einsum("nhwijc,ijc->nhwc", windows, weights, out=acc)
         np.copyto(out, result)
 
     return run
@@ -479,10 +431,8 @@ def convolution(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
                           scratch.nbytes)
     if weight.ndim == 3:  # conv1d as conv2d over a height-1 image
         input, weight, out = input[:, :, None], weight[:, :, None], out[:, :, None]
-    if plan.acc:
-        compute = _depthwise_windowed(input, weight, plan, scratch, out)
-    elif plan.channels_last:
-        compute = _depthwise_channels_last(input, weight, plan, scratch, out)
+    if plan.channels_last:
+        compute = _depthwise_einsum(input, weight, plan, scratch, out)
     elif plan.depthwise:
         compute = _depthwise(input, weight, plan, scratch, out)
     else:

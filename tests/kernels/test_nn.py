@@ -21,7 +21,7 @@ from kernel_harness import (
 )
 
 from runtime_py.kernels import KERNELS
-from runtime_py.kernels.nn import _conv_plan
+from runtime_py.kernels.nn import _conv_plan, _ConvPlan
 
 aten = torch.ops.aten
 CONV_TOL = {"rtol": 1e-4, "atol": 1e-5}
@@ -40,12 +40,11 @@ CONV_CASES = {
     "depthwise-large-5x5": ((1, 8, 20, 20), (8, 1, 5, 5), [2, 2], [2, 2], [1, 1], 8),
     "depthwise-dilated": ((1, 4, 10, 10), (4, 1, 3, 3), [1, 1], [2, 2], [2, 2], 4),
     "depth-multiplier": ((1, 4, 6, 6), (8, 1, 3, 3), [1, 1], [1, 1], [1, 1], 4),
-    # out_h * out_w < channels: the channels-last path
+    # positions <= EINSUM_POSITIONS * channels * taps: one einsum over a channels-last copy
     "depthwise-small-image": ((2, 40, 5, 5), (40, 1, 3, 3), [1, 1], [1, 1], [1, 1], 40),
     "depthwise-small-s2-7x7": ((1, 64, 7, 6), (64, 1, 7, 7), [2, 2], [3, 3], [1, 1], 64),
     "depthwise-small-dilated": ((1, 32, 5, 5), (32, 1, 3, 3), [1, 1], [2, 2], [2, 2], 32),
     "depthwise-small-unpadded": ((1, 48, 4, 4), (48, 1, 3, 3), [1, 1], [0, 0], [1, 1], 48),
-    # >= 25 taps over <= 64 output positions: windowed (the last in tiles of 2 output rows)
     "depthwise-windowed-s2-dilated": ((2, 24, 9, 9), (24, 1, 5, 5), [2, 2], [4, 4], [2, 2], 24),
     "depthwise-windowed-tiled": ((1, 128, 7, 7), (128, 1, 5, 5), [1, 1], [2, 2], [1, 1], 128),
     # more planes than DEPTHWISE_BLOCK_BYTES: channel blocks without a board budget
@@ -74,8 +73,8 @@ def test_convolution(case: str, layout: str, bias: bool) -> None:
                                   "depthwise-small-image", "depthwise-windowed-tiled"])
 def test_convolution_under_a_scratch_budget(case: str, budget: int) -> None:
     """A budgeted scratch (as add_scratch plans for boards with ``scratch_limit``) makes im2col
-    work in row tiles and depthwise in channel blocks (windowed depthwise falls back to per-tap
-    channels-last or blocks); results are unchanged and the scratch is smaller than the full
+    work in row tiles and depthwise in channel blocks (the depthwise einsum falls back to
+    them); results are unchanged and the scratch is smaller than the full
     one."""
     x_shape, w_shape, stride, padding, dilation, groups = CONV_CASES[case]
     torch_args = {"input": random(x_shape), "weight": random(w_shape),
@@ -239,17 +238,19 @@ def test_adaptive_avg_pool2d(shape: tuple[int, ...], output_size: list[int], lay
              output_size=output_size)
 
 
-def test_depthwise_goes_channels_last_on_small_images_and_blocks_large_ones() -> None:
-    small = _conv_plan((1, 40, 5, 5), (40, 1, 3, 3), (1, 1), (1, 1), (1, 1), 40)
-    large = _conv_plan((1, 64, 50, 50), (64, 1, 3, 3), (1, 1), (1, 1), (1, 1), 64)
-    assert small.channels_last and not large.channels_last and large.tile < 64
+def test_depthwise_einsum_on_few_positions_per_channel_and_tap_else_channel_blocks() -> None:
+    """Einsum up to EINSUM_POSITIONS * channels * taps output positions (all images) and
+    within the budget; otherwise channel blocks."""
+    def plan(x_shape: tuple[int, ...], k: int = 3, budget: int | None = None) -> _ConvPlan:
+        c = x_shape[1]
+        return _conv_plan(x_shape, (c, 1, k, k), (1, 1), (k // 2,) * 2, (1, 1), c, budget)
+
+    assert plan((1, 64, 12, 12)).channels_last  # 144 = 0.25 * 64 * 9 positions
+    assert not plan((1, 64, 13, 13)).channels_last
+    assert not plan((2, 64, 12, 12)).channels_last  # twice the positions
+    assert plan((1, 64, 13, 13), k=7).channels_last
+    large, over_budget = plan((1, 64, 50, 50)), plan((1, 64, 12, 12), budget=50_000)
+    assert not large.channels_last and large.tile < 64
+    assert not over_budget.channels_last and over_budget.nbytes <= 50_000
 
 
-def test_depthwise_windowed_for_large_kernels_over_few_positions_within_the_budget() -> None:
-    tiled = ((1, 128, 7, 7), (128, 1, 5, 5), (1, 1), (2, 2), (1, 1), 128)
-    windowed, over_budget = _conv_plan(*tiled), _conv_plan(*tiled, 150_000)
-    three = _conv_plan((1, 576, 3, 3), (576, 1, 3, 3), (1, 1), (1, 1), (1, 1), 576)
-    large = _conv_plan((1, 8, 20, 20), (8, 1, 5, 5), (2, 2), (2, 2), (1, 1), 8)
-    assert windowed.acc and windowed.tile == 2 and windowed.nbytes > 150_000
-    assert over_budget.channels_last and not over_budget.acc
-    assert not three.acc and not large.acc and not large.channels_last
