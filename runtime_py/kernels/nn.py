@@ -33,7 +33,7 @@ from runtime_py.kernels._common import (
     workspace_bytes,
 )
 from runtime_py.kernels.indexing import constant_pad_nd, take
-from runtime_py.kernels.linalg import blocked_products, row_blocked
+from runtime_py.kernels.linalg import CONV_BLOCKED_MIN_BYTES, blocked_products, row_blocked
 
 IntList = Sequence[int] | int
 
@@ -363,8 +363,8 @@ def _grouped(x: np.ndarray, weight: np.ndarray, groups: int, win: _Window,
 def _product(w: np.ndarray, cols: np.ndarray, dst: np.ndarray) -> Bound:
     """dst = w @ cols (batched over images and groups): one matmul, or over row blocks of the
     weight for one image and group with few output positions (``linalg.row_blocked``)."""
-    if w.shape[0] == cols.shape[0] == 1 and row_blocked(cols.shape[-1], *w.shape[1:][::-1],
-                                                        w.dtype):
+    if w.shape[0] == cols.shape[0] == 1 and row_blocked(
+            cols.shape[-1], *w.shape[1:][::-1], w.dtype, CONV_BLOCKED_MIN_BYTES):
         return run_all(*blocked_products(w[0], cols[0, 0], dst[0, 0]))
     return functools.partial(np.matmul, w, cols, out=dst)
 

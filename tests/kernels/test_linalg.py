@@ -56,6 +56,7 @@ def blocks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Row blocking for any weight size, 3 rows of 16 floats per block; the list collects the
     row count of every blocked weight (so a test sees the blocked path run)."""
     monkeypatch.setattr(linalg, "ROW_BLOCKED_MIN_BYTES", 0)
+    monkeypatch.setattr(nn, "CONV_BLOCKED_MIN_BYTES", 0)
     monkeypatch.setattr(linalg, "ROW_BLOCK_BYTES", 3 * 16 * 4)
     seen: list[int] = []
 
@@ -105,10 +106,12 @@ def test_row_blocked_convolution(blocks: list[int], kernel: int, stride: int,
 
 
 def test_row_blocked_sizes() -> None:
-    """Float32, 2-12 rows, weights of 2 MiB and up."""
+    """Float32, 2-12 rows, weights of 2 MiB and up (a convolution's: 512 KiB)."""
     assert linalg.row_blocked(9, 768, 3072, np.float32)
     assert linalg.row_blocked(2, 768, 768, "float32")
     assert not linalg.row_blocked(1, 768, 3072, np.float32)
     assert not linalg.row_blocked(13, 768, 3072, np.float32)
     assert not linalg.row_blocked(9, 256, 1024, np.float32)
     assert not linalg.row_blocked(9, 768, 3072, np.float64)
+    assert linalg.row_blocked(9, 160, 960, np.float32, linalg.CONV_BLOCKED_MIN_BYTES)
+    assert not linalg.row_blocked(9, 96, 576, np.float32, linalg.CONV_BLOCKED_MIN_BYTES)
