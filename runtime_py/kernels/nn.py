@@ -361,12 +361,16 @@ def _grouped(x: np.ndarray, weight: np.ndarray, groups: int, win: _Window,
 
 
 # OpenBLAS's sgemm multiplies products of at most SMALL_PRODUCT (m * n * k) with its small-matrix
-# kernel, without packing: a convolution's few-channel weight times many im2col columns runs
-# 1.1-3.3x faster in column blocks under that size (measured here: 8-64 output channels, K
-# 27-576, 1024 columns, cache-warm columns; e.g. cnn's 16 -> 16 3x3 layer over 32x32 2.1x),
-# blocks of at least BLOCK_COLUMNS; where a block would be narrower, one product is as fast.
+# kernel, without packing: a convolution's few-channel weight times many columns runs faster in
+# column blocks under that size. Alone, with cache-warm columns: 1.3-3.3x at depth K 144-576 and
+# 8-64 output channels, 1.0-1.25x at K 16-116; in models (paired runs, blocks on / off) cnn 0.89x
+# (its 16 -> 16 3x3 layer, K 144), while blocking every eligible layer of mobilenet_v2,
+# mobilenet_v3_small, efficientnet_b0 and shufflenet_v2 (most of K < 128) gave 0.99-1.03x:
+# blocks are made from depth MIN_BLOCK_DEPTH and of at least BLOCK_COLUMNS columns (narrower: one
+# product is as fast).
 SMALL_PRODUCT = 1_000_000
 BLOCK_COLUMNS = 64
+MIN_BLOCK_DEPTH = 128
 
 
 def _product(w: np.ndarray, cols: np.ndarray, dst: np.ndarray) -> Bound:
@@ -390,7 +394,8 @@ def column_block(o: int, k: int, positions: int, dtype: np.dtype) -> int:
     """Columns per block of an (o, k) @ (k, positions) product (0: one product; see
     SMALL_PRODUCT)."""
     step = SMALL_PRODUCT // (o * k) // BLOCK_COLUMNS * BLOCK_COLUMNS
-    return step if dtype == np.float32 and o * k * positions > SMALL_PRODUCT else 0
+    wanted = dtype == np.float32 and k >= MIN_BLOCK_DEPTH and o * k * positions > SMALL_PRODUCT
+    return step if wanted else 0
 
 
 def _window_ints(value: IntList, name: str, n: int, low: int) -> tuple[int, ...]:
