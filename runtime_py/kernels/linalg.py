@@ -1,15 +1,16 @@
 """Matrix-multiply kernels (numpy matmul -> BLAS for float32, written straight into out).
 
-A float32 product of 2-12 rows by a large weight runs over row blocks of the weight held as
-(N, K) (``row_blocked``): OpenBLAS's sgemm streams such a weight through the cache badly, and
-block by block it runs 1.2-2.2x faster (measured with (768, 3072), (3072, 768), (2048, 8192)
-and (384, 1536) weights, cold cache; 16 rows and up, or one row, gain nothing; weights under
-2 MiB gain or lose by the shape). A convolution's weight times 2-12 columns of positions
-(W @ X, the weight's rows blocked) gains from 512 KiB: 1.2-1.8x at 9-12 columns over 0.6-1.6 MB
-weights, 0.92-0.96x at 2 columns. The export
-keeps such weights in their (N, K) layout (fold_constants asks ``row_blocked``); the kernel
-takes that path whenever mat2 is the transpose of a contiguous (N, K) matrix and it was given
-the scratch for it.
+OpenBLAS's sgemm multiplies products of at most SMALL_PRODUCT multiply-adds (m * n * k) with a
+small-matrix kernel that packs nothing; larger thin products pack their big operand first. So a
+float32 product of 2-12 rows by a large weight runs over row blocks of the weight held as (N, K)
+(``row_blocked``), each block of ROW_BLOCK_BYTES times the rows under that bound: 1.2-2.2x
+faster (measured with (768, 3072), (3072, 768), (2048, 8192) and (384, 1536) weights, cold
+cache; 16 rows and up, whose blocks exceed it, or one row, a gemv, gain nothing; weights under
+2 MiB gain or lose by the shape). A convolution's weight times 2-12 columns of positions (W @ X,
+its rows blocked) gains from 512 KiB: 1.2-1.8x at 9-12 columns over 0.6-1.6 MB weights,
+0.92-0.96x at 2. The export keeps such linear weights in their (N, K) layout (fold_constants
+asks ``row_blocked``); the kernel takes that path whenever mat2 is the transpose of a
+contiguous (N, K) matrix and it was given the scratch for it.
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ from runtime_py.kernels._common import NUMERIC, Workspace, workspace_bytes
 
 Scalar = int | float
 
+SMALL_PRODUCT = 1_000_000  # multiply-adds OpenBLAS's small-matrix sgemm kernel takes
 ROW_BLOCKED_ROWS = range(2, 13)
 ROW_BLOCKED_MIN_BYTES = 2 << 20  # the weight's, in x @ W.T; smaller ones gain or lose
 CONV_BLOCKED_MIN_BYTES = 512 << 10  # the weight's, in a convolution's W @ X
-ROW_BLOCK_BYTES = 256 << 10  # weight rows per block product (fits a core's L2 with room)
+ROW_BLOCK_BYTES = 256 << 10  # of weight rows per block: 12 x 64 Ki floats < SMALL_PRODUCT
 
 
 def row_blocked(rows: int, k: int, n: int, dtype: np.dtype | str,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from runtime_py.kernels import Bound, Kernel, long_loops, rules, run_all, then
+from runtime_py.kernels import Bound, Kernel, linalg, long_loops, rules, run_all, then
 from runtime_py.kernels._common import (
     FLOAT,
     INT8,
@@ -360,23 +360,21 @@ def _grouped(x: np.ndarray, weight: np.ndarray, groups: int, win: _Window,
     return run
 
 
-# OpenBLAS's sgemm multiplies products of at most SMALL_PRODUCT (m * n * k) with its small-matrix
-# kernel, without packing: a convolution's few-channel weight times many columns runs faster in
-# column blocks under that size. Alone, with cache-warm columns: 1.3-3.3x at depth K 144-576 and
-# 8-64 output channels, 1.0-1.25x at K 16-116; in models (paired runs, blocks on / off) cnn 0.89x
-# (its 16 -> 16 3x3 layer, K 144), while blocking every eligible layer of mobilenet_v2,
-# mobilenet_v3_small, efficientnet_b0 and shufflenet_v2 (most of K < 128) gave 0.99-1.03x:
-# blocks are made from depth MIN_BLOCK_DEPTH and of at least BLOCK_COLUMNS columns (narrower: one
-# product is as fast).
-SMALL_PRODUCT = 1_000_000
+# A convolution's few-channel weight times many columns runs faster in column blocks of at
+# most linalg.SMALL_PRODUCT multiply-adds (OpenBLAS's small-matrix kernel). Alone, with
+# cache-warm columns: 1.3-3.3x at depth K 144-576 and 8-64 output channels, 1.0-1.25x at K
+# 16-116; in models (paired runs, blocks on / off) cnn 0.87-0.89x (its 16 -> 16 3x3 layer, K
+# 144), while blocking every eligible layer of mobilenet_v2, mobilenet_v3_small,
+# efficientnet_b0 and shufflenet_v2 (most of K < 128) gave 0.99-1.03x: blocks are made from
+# depth MIN_BLOCK_DEPTH and of at least BLOCK_COLUMNS columns (narrower: one product is as fast).
 BLOCK_COLUMNS = 64
 MIN_BLOCK_DEPTH = 128
 
 
 def _product(w: np.ndarray, cols: np.ndarray, dst: np.ndarray) -> Bound:
     """dst = w @ cols (batched over images and groups): over row blocks of the weight for one
-    image and group with few output positions (``linalg.row_blocked``), over column blocks of
-    SMALL_PRODUCT or less for a small weight times many columns, else one matmul."""
+    image and group with few output positions (``linalg.row_blocked``), over column blocks
+    (``column_block``) for a small weight times many columns, else one matmul."""
     o, k = w.shape[-2:]
     if w.shape[0] == cols.shape[0] == 1 and row_blocked(cols.shape[-1], k, o, w.dtype,
                                                         CONV_BLOCKED_MIN_BYTES):
@@ -392,9 +390,10 @@ def _product(w: np.ndarray, cols: np.ndarray, dst: np.ndarray) -> Bound:
 
 def column_block(o: int, k: int, positions: int, dtype: np.dtype) -> int:
     """Columns per block of an (o, k) @ (k, positions) product (0: one product; see
-    SMALL_PRODUCT)."""
-    step = SMALL_PRODUCT // (o * k) // BLOCK_COLUMNS * BLOCK_COLUMNS
-    wanted = dtype == np.float32 and k >= MIN_BLOCK_DEPTH and o * k * positions > SMALL_PRODUCT
+    BLOCK_COLUMNS)."""
+    step = linalg.SMALL_PRODUCT // (o * k) // BLOCK_COLUMNS * BLOCK_COLUMNS
+    small = o * k * positions <= linalg.SMALL_PRODUCT
+    wanted = dtype == np.float32 and k >= MIN_BLOCK_DEPTH and not small
     return step if wanted else 0
 
 

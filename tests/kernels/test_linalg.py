@@ -118,7 +118,7 @@ def test_row_blocked_sizes() -> None:
 
 
 def test_column_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A small weight times many im2col columns: blocks of SMALL_PRODUCT or less, whole
+    """A small weight times many im2col columns: blocks of linalg.SMALL_PRODUCT or less, whole
     multiples of BLOCK_COLUMNS (the last block partial); none where a block would be narrower,
     the product is small already or shallower than MIN_BLOCK_DEPTH."""
     assert nn.column_block(16, 144, 1024, np.dtype(np.float32)) == 384
@@ -126,7 +126,7 @@ def test_column_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
     assert nn.column_block(64, 27, 1024, np.dtype(np.float32)) == 0  # shallow
     assert nn.column_block(64, 576, 1024, np.dtype(np.float32)) == 0  # blocks of 27 columns
     assert nn.column_block(16, 144, 1024, np.dtype(np.float64)) == 0
-    monkeypatch.setattr(nn, "SMALL_PRODUCT", 8 * 36 * 128)
+    monkeypatch.setattr(linalg, "SMALL_PRODUCT", 8 * 36 * 128)
     monkeypatch.setattr(nn, "MIN_BLOCK_DEPTH", 36)
     assert nn.column_block(8, 36, 400, np.dtype(np.float32)) == 128
     check_op(aten.convolution.default, input=random((1, 4, 20, 20)), weight=random((8, 4, 3, 3)),
