@@ -430,7 +430,7 @@ def _blocks(a: np.ndarray) -> list[np.ndarray]:
 def _in_blocks(fn: KernelFn, dtypes: frozenset[str], scratch: Callable[..., int],
                check: rules.Rule = _UNARY) -> Kernel:
     """A unary chain of passes ``fn(self, ..., out, scratch)`` run block by block (``_blocks``):
-    1.5x faster for GELU's 19 passes at 221k elements, and the scratch is one block's."""
+    1.5x faster for GELU's then 19 passes at 221k elements, and the scratch is one block's."""
 
     @functools.wraps(fn)
     def prepare(self: np.ndarray, *, out: np.ndarray, **args: object) -> Bound:
