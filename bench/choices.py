@@ -1,0 +1,92 @@
+"""What one kernel choice buys in a whole model: the same bundle loaded with it on and off.
+
+Usage: python bench/choices.py [--choice einsum|columns] [--models convnext,cnn,...] [--runs 60]
+
+Kernels choose their algorithm when a program is loaded (``Kernel.prepared``), so one exported
+bundle is loaded twice: once as is and once with the choice switched off (``einsum``: depthwise
+convolutions per tap over phase planes only, never one ``einsum``; ``columns``: convolution
+products never in column blocks). Both run alternately in this process, which of them goes
+first swapping every pair, on the same inputs; prints the median of the per-pair time ratios
+on / off (< 1: the choice pays) with their quartiles, and whether the outputs agree (rtol 1e-5).
+Models: the zoo's and the real-model tier's names (tests/models/tier.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from runtime_py.kernels import linalg, nn  # noqa: E402
+from runtime_py.program import Program  # noqa: E402
+
+# choice -> (module, constant, value that switches the choice off)
+SWITCHES = {"einsum": (nn, "EINSUM_POSITIONS", 0), "columns": (linalg, "SMALL_PRODUCT", 1 << 62)}
+
+
+def load_without(path: Path, choice: str) -> Program:
+    """``path`` loaded with ``choice`` switched off (restored afterwards)."""
+    module, name, off = SWITCHES[choice]
+    saved = getattr(module, name)
+    setattr(module, name, off)
+    nn._conv_plan.cache_clear()
+    try:
+        return Program.load(path)
+    finally:
+        setattr(module, name, saved)
+        nn._conv_plan.cache_clear()
+
+
+def paired_ratios(on: Program, off: Program, arrays: list[np.ndarray], runs: int) -> list[float]:
+    """Sorted per-pair ratios time(on) / time(off), the first of each pair alternating."""
+    on.run(*arrays), off.run(*arrays)  # warm-up
+    ratios = []
+    for i in range(runs):
+        pair = (on, off) if i % 2 else (off, on)
+        times = []
+        for program in pair:
+            start = time.perf_counter()
+            program.run(*arrays)
+            times.append(time.perf_counter() - start)
+        t_on, t_off = times if i % 2 else times[::-1]
+        ratios.append(t_on / t_off)
+    return sorted(ratios)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--choice", choices=sorted(SWITCHES), default="einsum")
+    parser.add_argument("--models", default="convnext,mobilenet_v2,mobilenet_v3_small,cnn")
+    parser.add_argument("--runs", type=int, default=60)
+    args = parser.parse_args()
+
+    from toolchain.export import export
+    from toolchain.modules import load_file
+    from toolchain.serialize.bundle import write_bundle
+
+    tier = load_file(ROOT / "tests" / "models" / "tier.py")
+    print(f"{'model':20s} {args.choice} on/off (quartiles)   outputs agree")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.models.split(","):
+            model, inputs = tier.build(name)
+            path = Path(tmp) / f"{name}.nee"
+            write_bundle(export(model, inputs, name=name), path)
+            arrays = [t.numpy() for t in inputs]
+            on, off = Program.load(path), load_without(path, args.choice)
+            agree = all(np.allclose(a, b, rtol=1e-5, atol=1e-6) for a, b in
+                        zip(on.run(*arrays), off.run(*arrays), strict=True))
+            r = paired_ratios(on, off, arrays, args.runs)
+            print(f"{name:20s} {statistics.median(r):.3f} ({r[len(r) // 4]:.3f}-"
+                  f"{r[3 * len(r) // 4]:.3f})      {agree}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
