@@ -341,7 +341,7 @@ def _grouped(x: np.ndarray, weight: np.ndarray, groups: int, win: _Window,
     if work is None:  # 1x1, stride 1, unpadded: the input is the column matrix
         cols = x.reshape(n, groups, -1, out.shape[2] * out.shape[3])
         dst = out.reshape((n, groups, o // groups, -1), copy=False)
-        return _product(w, cols, dst)
+        return _conv_product(w, cols, dst)
     columns, tile = win.columns(x), work.shape[-2]
     tiles = []
     for r0 in range(0, out.shape[2], tile):
@@ -350,7 +350,7 @@ def _grouped(x: np.ndarray, weight: np.ndarray, groups: int, win: _Window,
         tiles.append((cols, columns[..., r0:r0 + rows, :],
                       cols.reshape(n, groups, -1, rows * out.shape[3]),
                       out[:, :, r0:r0 + rows].reshape((n, groups, o // groups, -1), copy=False)))
-    products = [_product(w, cols2d, dst) for _, _, cols2d, dst in tiles]
+    products = [_conv_product(w, cols2d, dst) for _, _, cols2d, dst in tiles]
 
     def run() -> None:
         for (cols, src, _, _), product in zip(tiles, products, strict=True):
@@ -371,7 +371,7 @@ BLOCK_COLUMNS = 64
 MIN_BLOCK_DEPTH = 128
 
 
-def _product(w: np.ndarray, cols: np.ndarray, dst: np.ndarray) -> Bound:
+def _conv_product(w: np.ndarray, cols: np.ndarray, dst: np.ndarray) -> Bound:
     """dst = w @ cols (batched over images and groups): over row blocks of the weight for one
     image and group with few output positions (``linalg.row_blocked``), over column blocks
     (``column_block``) for a small weight times many columns, else one matmul."""
