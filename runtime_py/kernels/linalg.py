@@ -1,7 +1,8 @@
 """Matrix-multiply kernels (numpy matmul -> BLAS for float32, written straight into out).
 
 OpenBLAS's sgemm multiplies products of at most SMALL_PRODUCT multiply-adds (m * n * k) with a
-small-matrix kernel that packs nothing; larger thin products pack their big operand first. So a
+small-matrix kernel that packs nothing (its x86-64 builds' small-kernel permit: m * n * k <=
+100^3); larger thin products pack their big operand first. So a
 float32 product of 2-12 rows by a large weight runs over row blocks of the weight held as (N, K)
 (``row_blocked``), each block of ROW_BLOCK_BYTES times the rows under that bound: 1.2-2.2x
 faster (measured with (768, 3072), (3072, 768), (2048, 8192) and (384, 1536) weights, cold
