@@ -272,7 +272,7 @@ _SQRT_2_OVER_PI, _TANH_CUBIC = f32(math.sqrt(2 / math.pi)), f32(0.044715)
 # GELU's normal CDF as (1 + tanh(x Q(x^2))) / 2: Q, highest degree first, is a degree-6 fit of
 # artanh(erf(x / sqrt 2)) / x on |x| <= 4 sqrt 2, weighted by erf's sensitivity to it. Within
 # 6e-7 of the exact GELU everywhere (float32 torch itself is off by up to 1.1e-6 near x = -3.4),
-# in 17 numpy passes where an erf series takes about 30. Beyond 4 sqrt 2, |x Q(x^2)| only grows
+# in 18 numpy passes where an erf series takes about 30. Beyond 4 sqrt 2, |x Q(x^2)| only grows
 # (from 9.7, where tanh is +-1 in float32, to inf), so no clip is needed: a huge negative x
 # gives -0 as torch does.
 _GELU_Q = tuple(map(f32, (1.7563148471e-09, -1.3226807737e-07, 3.9647984263e-06,
