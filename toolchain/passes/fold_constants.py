@@ -40,12 +40,16 @@ def fold_constants(graph: Graph) -> Graph:
         else:
             kept.append(node)
     graph.nodes = kept
-    direct = {graph.storage_of(n) for node in graph.nodes for n in node_inputs(node)
-              if graph.tensors[n].is_contiguous}
+    readers: dict[str, list[Node]] = {}  # tensor -> the nodes reading it
+    for node in graph.nodes:
+        for n in node_inputs(node):
+            readers.setdefault(n, []).append(node)
+    direct = {graph.storage_of(n) for n in readers if graph.tensors[n].is_contiguous}
     made: dict[tuple, str] = {}  # (root, shape, strides, offset) -> the constant made of it
     for name, t in list(graph.tensors.items()):
         if (t.view_of and graph.is_const(name) and not t.is_contiguous and 0 not in t.strides
-                and t.view_of not in direct and not _row_blocked_weight(graph, name)):
+                and t.view_of not in direct
+                and not _row_blocked_weight(graph, name, readers.get(name, []))):
             key = (t.view_of, t.shape, t.strides, t.offset)
             if key in made:  # the same view again (a weight transposed once per step)
                 graph.rename(name, made[key])
@@ -58,15 +62,14 @@ def fold_constants(graph: Graph) -> Graph:
     return graph
 
 
-def _row_blocked_weight(graph: Graph, name: str) -> bool:
-    """Whether ``name`` is the transpose of a whole contiguous (N, K) constant that every
-    reader takes as ``mat2`` of a product ``row_blocked`` wants in that layout."""
+def _row_blocked_weight(graph: Graph, name: str, readers: list[Node]) -> bool:
+    """Whether ``name`` is the transpose of a whole contiguous (N, K) constant that every one of
+    its ``readers`` takes as ``mat2`` of a product ``row_blocked`` wants in that layout."""
     t, root = graph.tensors[name], graph.tensors[graph.storage_of(name)]
-    if (len(t.shape) != 2 or t.offset or root.shape != t.shape[::-1]
-            or t.element_strides() != (1, t.shape[0])):
+    if (not graph.static_shapes or len(t.shape) != 2 or t.offset
+            or root.shape != t.shape[::-1] or t.element_strides() != (1, t.shape[0])):
         return False
-    readers = [node for node in graph.nodes if name in node_inputs(node)]
-    return graph.static_shapes and bool(readers) and all(
+    return bool(readers) and all(
         node.op in _PRODUCTS and node.args.get("mat2") == Ref(name)
         and _blocked_rows(graph, node.args[_PRODUCTS[node.op]], t) for node in readers)
 
