@@ -34,7 +34,7 @@ from runtime_py.program import Program  # noqa: E402
 
 # choice -> (module, constant, value that switches the choice off)
 SWITCHES = {"einsum": (nn, "EINSUM_POSITIONS", 0), "columns": (linalg, "SMALL_PRODUCT", 1 << 62),
-            "conv-rows": (nn, "CONV_BLOCKED_MIN_BYTES", 1 << 62)}
+            "conv-rows": (linalg, "CONV_BLOCKED_MIN_BYTES", 1 << 62)}
 
 
 def load_without(path: Path, choice: str) -> Program:

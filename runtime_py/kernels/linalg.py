@@ -2,9 +2,9 @@
 
 OpenBLAS's sgemm multiplies products of at most SMALL_PRODUCT multiply-adds (m * n * k) with a
 small-matrix kernel that packs nothing (its x86-64 builds' small-kernel permit: m * n * k <=
-100^3); larger thin products pack their big operand first. So a
-float32 product of 2-12 rows by a large weight runs over row blocks of the weight held as (N, K)
-(``row_blocked``), each block of ROW_BLOCK_BYTES times the rows under that bound: 1.2-2.2x
+100^3); larger thin products pack their big operand first. So a float32 product of 2-12 rows
+by a large weight runs over row blocks of the weight held as (N, K) (``row_blocked``), each
+block of ROW_BLOCK_BYTES times the rows under that bound: 1.2-2.2x
 faster (measured with (768, 3072), (3072, 768), (2048, 8192) and (384, 1536) weights, cold
 cache; 16 rows and up, whose blocks exceed it, or one row, a gemv, gain nothing; weights under
 2 MiB gain or lose by the shape). A convolution's weight times 2-12 columns of positions (W @ X,

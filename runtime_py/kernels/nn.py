@@ -33,7 +33,6 @@ from runtime_py.kernels._common import (
     workspace_bytes,
 )
 from runtime_py.kernels.indexing import constant_pad_nd, take
-from runtime_py.kernels.linalg import CONV_BLOCKED_MIN_BYTES, blocked_products, row_blocked
 
 IntList = Sequence[int] | int
 
@@ -376,9 +375,9 @@ def _conv_product(w: np.ndarray, cols: np.ndarray, dst: np.ndarray) -> Bound:
     image and group with few output positions (``linalg.row_blocked``), over column blocks
     (``column_block``) for a small weight times many columns, else one matmul."""
     o, k = w.shape[-2:]
-    if w.shape[0] == cols.shape[0] == 1 and row_blocked(cols.shape[-1], k, o, w.dtype,
-                                                        CONV_BLOCKED_MIN_BYTES):
-        return run_all(*blocked_products(w[0], cols[0, 0], dst[0, 0]))
+    if w.shape[0] == cols.shape[0] == 1 and linalg.row_blocked(
+            cols.shape[-1], k, o, w.dtype, linalg.CONV_BLOCKED_MIN_BYTES):
+        return run_all(*linalg.blocked_products(w[0], cols[0, 0], dst[0, 0]))
     positions = cols.shape[-1]
     step = column_block(o, k, positions, w.dtype)
     if not step:

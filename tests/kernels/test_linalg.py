@@ -56,7 +56,7 @@ def blocks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Row blocking for any weight size, 3 rows of 16 floats per block; the list collects the
     row count of every blocked weight (so a test sees the blocked path run)."""
     monkeypatch.setattr(linalg, "ROW_BLOCKED_MIN_BYTES", 0)
-    monkeypatch.setattr(nn, "CONV_BLOCKED_MIN_BYTES", 0)
+    monkeypatch.setattr(linalg, "CONV_BLOCKED_MIN_BYTES", 0)
     monkeypatch.setattr(linalg, "ROW_BLOCK_BYTES", 3 * 16 * 4)
     seen: list[int] = []
 
@@ -66,7 +66,6 @@ def blocks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     linalg_blocked = linalg.blocked_products
     monkeypatch.setattr(linalg, "blocked_products", counted)
-    monkeypatch.setattr(nn, "blocked_products", counted)
     return seen
 
 
