@@ -179,8 +179,16 @@ def silu(self: np.ndarray, *, out: np.ndarray, scratch: np.ndarray | None = None
     np.add(out, half, out=out)
 
 
+_ZERO, _INF = f32(0), f32(math.inf)
+
+
 def relu(self: np.ndarray, *, out: np.ndarray) -> None:
-    np.maximum(self, 0, out=out, dtype=out.dtype)
+    """max(x, 0); a float one as clip(x, 0, inf): numpy 2.4's maximum against a scalar runs
+    without SIMD (3-4x the time of clip's), and clip gives the same nan, -0 and infinities."""
+    if out.dtype.kind == "f":
+        np.clip(self, _ZERO, _INF, out=out, dtype=out.dtype)
+    else:
+        np.maximum(self, 0, out=out, dtype=out.dtype)
 
 
 def leaky_relu(self: np.ndarray, negative_slope: float = 0.01, *, out: np.ndarray,

@@ -132,13 +132,27 @@ class _ConvPlan:
     out_shape: tuple[int, ...]  # of the 2-D problem
     pads: tuple[tuple[int, int], ...] | None  # input padding, if needed
     padded: tuple[int, ...] | None  # padded input, if needed; depthwise: its phase planes
-    work: tuple[int, ...] | None  # im2col columns (for ``tile`` output rows); depthwise:
-    # accumulator and product runs
+    work: tuple[int, ...] | None  # im2col columns (for ``tile`` output rows), with the bias
+    # row if ``ones``; a 1x1 convolution's input copy with it; depthwise: accumulator and
+    # product runs
     depthwise: bool
     tile: int  # output rows per im2col matmul, or channels per depthwise block (all of them
     # unless a budget forced tiles)
     channels_last: bool = False  # depthwise einsum: ``padded`` and the ``work`` accumulator
     # have the channels last
+    ones: bool = False  # the columns end in a row of ones that the bias, appended to the
+    # weight as a column, multiplies (BIAS_IN_PRODUCT)
+
+    @property
+    def adds_bias(self) -> bool:
+        """Whether the computation adds the bias itself (not as a pass over out after it)."""
+        return self.ones or self.channels_last
+
+    @property
+    def direct(self) -> bool:
+        """A 1x1, stride-1, unpadded convolution: its input is its column matrix."""
+        return not self.depthwise and self.win.kernel == self.win.stride == (1, 1) and \
+            self.pads is None
 
     @property
     def nbytes(self) -> int:
@@ -149,23 +163,34 @@ class _ConvPlan:
 # bytes (a typical L2 cache): 1.1-1.8x faster than whole-tensor passes on mobilenet-sized layers.
 DEPTHWISE_BLOCK_BYTES = 512 * 1024
 
-# Depthwise convolution is one einsum over a channels-last window view (``_depthwise_einsum``)
-# when its output positions (all images) are at most EINSUM_POSITIONS x channels x taps: numpy
-# then loops over positions and taps with the channels as its inner loop, in one call, where
-# per-tap passes cost two calls per tap. Measured against the per-tap passes: 0.5-0.85x the time
-# at ratios up to 0.23 (3x3 to 7x7 kernels, 40-960 channels, stride 1 and 2; ConvNeXt's 7x7
-# layers over 24x24 to 3x3 images 0.4-0.8x), 1.0-2.4x from 0.26 up (3x3 over 28x28x144-256
-# 1.2x, 7x7 over 56x56x64 1.4x); 7x7 over 24x24x48 (0.24) 1.1x.
-EINSUM_POSITIONS = 0.25
+# Depthwise convolution is one einsum over a channels-last copy (``_depthwise_einsum``) when its
+# output positions (all images) are at most EINSUM_POSITIONS x channels x taps: numpy then runs
+# each tap of an output row as one multiply-add over out_w x C contiguous values, in one call,
+# where the per-tap passes over channels-first planes cost two calls per tap and broadcast each
+# channel's weight (numpy's slower path); the copies in and out of channels-last grow with the
+# positions. Against the per-tap passes (1 thread, 32 layers of mobilenets, efficientnet and
+# ConvNeXt, 3x3-7x7, 16-960 channels, stride 1 and 2, bias included): 0.14-0.6x up to a ratio
+# of 0.25, 0.58-0.87x at 0.25-0.45, 0.97-1.37x at 0.67-0.68, 1.1-1.7x from 1.4 up.
+EINSUM_POSITIONS = 0.5
+
+# A (non-grouped) convolution's bias is added by its product: the weight gains the bias as a
+# last column and the columns a last row of ones. numpy adds a per-channel (C, 1, 1) bias at
+# half its speed for a same-shaped operand (the broadcast operand is buffered), and the bias row
+# costs one column of the product: the convolution 0.75-0.96x the time of product + add (cnn's
+# and mobilenets' layers). A 1x1 convolution, which has no columns, then copies its input
+# under a ones row: worth it where it has at most as many input as output channels (144 -> 24
+# over 24x24: 1.07x).
+BIAS_IN_PRODUCT = True
 
 
 @functools.lru_cache(maxsize=1024)
 def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: IntList,
                padding: IntList, dilation: IntList, groups: int,
-               budget: int | None = None) -> _ConvPlan:
+               budget: int | None = None, bias: bool = False) -> _ConvPlan:
     """The plan of a conv1d/conv2d call (conv1d as conv2d over a height-1 image); int-list args
     are tuples (hashable), as the runtime passes them. With a ``budget`` (scratch bytes), the
     im2col columns cover as many output rows as fit (at least one) instead of all of them.
+    With a ``bias``, an ungrouped convolution adds it in its product (BIAS_IN_PRODUCT).
     Depthwise convolution is one einsum over channels-last copies where it has few positions
     per channel and tap (EINSUM_POSITIONS), else (or if those do not fit the budget) works on
     as many channels at a time as fit in the budget and in DEPTHWISE_BLOCK_BYTES (at least
@@ -187,9 +212,10 @@ def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: IntLi
     padded = None if pads is None else _padded_shape(x_shape, pads)
     tile = out_hw[0]
     if depthwise:
-        if n * out_hw[0] * out_hw[1] <= EINSUM_POSITIONS * c * kh * kw:
-            plan = _ConvPlan(win, out_shape, pads, (n, *(padded or x_shape)[2:], c),
-                             (n, *out_hw, c), depthwise=True, tile=c, channels_last=True)
+        if n * out_hw[0] * out_hw[1] <= EINSUM_POSITIONS * c * kh * kw and dilation[1] == 1:
+            plan = _ConvPlan(win, out_shape, pads, _column_phases(n, c, win),
+                             (n, out_hw[0], out_hw[1] * c), depthwise=True, tile=c,
+                             channels_last=True)
             if budget is None or plan.nbytes <= budget:
                 return plan
         planes, run = _phase_planes((n, 1), win)
@@ -197,16 +223,28 @@ def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: IntLi
         room = DEPTHWISE_BLOCK_BYTES if budget is None else min(budget, DEPTHWISE_BLOCK_BYTES)
         tile = max(1, min(c, (room - 2 * WORKSPACE_ALIGN) // per_channel))
         padded, run = _phase_planes((n, tile), win)
-        work = (2, *run)
-    elif (kh, kw) == (1, 1) and pads is None and stride == (1, 1):
-        work = None
+        return _ConvPlan(win, out_shape, pads, padded, (2, *run), depthwise=True, tile=tile)
+    direct = (kh, kw) == (1, 1) and pads is None and stride == (1, 1)
+    ones = BIAS_IN_PRODUCT and bias and groups == 1 and (not direct or c <= o)
+    if direct:
+        work = (n, c + 1, math.prod(hw)) if ones else None
+        if ones and budget is not None and budget < workspace_bytes((work, "float32")):
+            ones, work = False, None
     else:
+        depth = c * kh * kw + ones
         if budget is not None:
-            row = n * c * kh * kw * out_hw[1] * 4  # float32 column bytes per output row
+            row = n * depth * out_hw[1] * 4  # float32 column bytes per output row
             room = budget - (workspace_bytes((padded, "float32")) if padded else 0)
             tile = max(1, min(out_hw[0], room // row))
-        work = (n, c, kh, kw, tile, out_hw[1])
-    return _ConvPlan(win, out_shape, pads, padded, work, depthwise, tile)
+        work = (n, depth, tile, out_hw[1])
+    return _ConvPlan(win, out_shape, pads, padded, work, False, tile, ones=ones)
+
+
+def _column_phases(n: int, c: int, win: _Window) -> tuple[int, ...]:
+    """The (N, rows, stride_w, columns, C) channels-last buffer of ``_depthwise_einsum``:
+    phase q holds the padded input's columns b * stride_w + q, as many as the windows read."""
+    (kh, kw), (sh, sw), (dh, _), (ho, wo) = win.kernel, win.stride, win.dilation, win.out_hw
+    return (n, (ho - 1) * sh + (kh - 1) * dh + 1, sw, wo + -(-kw // sw) - 1, c)
 
 
 def _phase_planes(lead: Sequence[int], win: _Window) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -250,9 +288,9 @@ def _phase_taps(x: np.ndarray, win: _Window, value: float, ws: Workspace
 
 def _conv_scratch(input: np.ndarray, weight: np.ndarray, stride: IntList, padding: IntList,
                   dilation: IntList, groups: int, budget: int | None = None,
-                  **_: object) -> int:
+                  bias: np.ndarray | None = None, **_: object) -> int:
     return _conv_plan(input.shape, weight.shape, stride, padding, dilation, groups,
-                      budget).nbytes
+                      budget, bias is not None).nbytes
 
 
 def _depthwise(x: np.ndarray, weight: np.ndarray, plan: _ConvPlan,
@@ -295,23 +333,40 @@ def _tap_sum(fill: Bound, taps: Sequence[np.ndarray], weights: Sequence[np.ndarr
     return then(tap_mac(fill, taps, weights, acc, prod), functools.partial(np.copyto, out, result))
 
 
-def _depthwise_einsum(x: np.ndarray, weight: np.ndarray, plan: _ConvPlan,
-                      scratch: np.ndarray | None, out: np.ndarray) -> Bound:
-    """One einsum of the (N, Ho, Wo, KH, KW, C) window view of a channels-last copy of the
-    padded input with the (KH, KW, C) weights (made once, at load) into a channels-last
-    accumulator, copied to out."""
+def _depthwise_einsum(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
+                      plan: _ConvPlan, scratch: np.ndarray | None, out: np.ndarray) -> Bound:
+    """One einsum over a channels-last copy of the padded input, its columns split into
+    stride_w phases (``_column_phases``): every tap of an output row then reads one contiguous
+    run of out_w x C values, which numpy multiplies by the tap's weights tiled out_w times (made
+    once, at load; taps past the kernel's width have zero weights) and accumulates; the
+    accumulator is copied (plus the bias) to out. Width dilation 1 only."""
     ws = Workspace(scratch)
-    padded = ws.take(plan.padded, out.dtype).transpose(0, 3, 1, 2)  # (N, C, Hp, Wp) view
-    acc = ws.take(plan.work, out.dtype)
-    windows = plan.win.columns(padded).transpose(0, 4, 5, 2, 3, 1)
-    weights = np.ascontiguousarray(weight[:, 0].transpose(1, 2, 0))
-    fill = _fill_padded(padded, x, plan.pads, 0)
-    result = acc.transpose(0, 3, 1, 2)
+    buf, acc = ws.take(plan.padded, out.dtype), ws.take(plan.work, out.dtype)
+    n, _, sw, _, c = plan.padded
+    (kh, kw), (sh, _), (dh, _), (ho, wo) = (plan.win.kernel, plan.win.stride,
+                                            plan.win.dilation, plan.win.out_hw)
+    taps = -(-kw // sw)
+    tiled = np.zeros((kh, taps, sw, wo, c), out.dtype)
+    for j in range(kw):
+        tiled[:, j // sw, j % sw] = weight[:, 0, :, j].T[:, None, :]
+    tiled = tiled.reshape(kh, taps, sw, wo * c)
+    s_n, s_row, s_phase, s_col, s_c = buf.strides
+    windows = np.lib.stride_tricks.as_strided(
+        buf, (n, ho, kh, taps, sw, wo * c), (s_n, sh * s_row, dh * s_row, s_col, s_phase, s_c),
+        writeable=False)
+    (ph, pw) = plan.win.padding
+    fills = [_phase_fill(x, buf[:, :, q].transpose(0, 3, 1, 2), (-ph, q - pw), (1, sw))
+             for q in range(sw)]
+    result = acc.reshape(n, ho, wo, c).transpose(0, 3, 1, 2)
+    finish = (functools.partial(np.copyto, out, result) if bias is None else
+              functools.partial(np.add, result, bias.reshape(-1, 1, 1), out=out))
 
     def run() -> None:
-        fill()
-        np.einsum("nhwijc,ijc->nhwc", windows, weights, out=acc)
-        np.copyto(out, result)
+        buf.fill(0)
+        for dst, src in fills:
+            np.copyto(dst, src)
+        np.einsum("nhijqx,ijqx->nhx", windows, tiled, out=acc)
+        finish()
 
     return run
 
@@ -332,26 +387,37 @@ def _phase_fill(x: np.ndarray, plane: np.ndarray, origin: tuple[int, int],
     return plane[(..., *dst)], x[(..., *src)]
 
 
-def _grouped(x: np.ndarray, weight: np.ndarray, groups: int, win: _Window,
-             work: np.ndarray | None, out: np.ndarray) -> Bound:
-    """One (batched) BLAS matmul per group and row tile over the column buffer, into out."""
+def _grouped(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, plan: _ConvPlan,
+             groups: int, work: np.ndarray | None, out: np.ndarray) -> Bound:
+    """One (batched) BLAS matmul per group and row tile over the column buffer, into out;
+    with ``plan.ones``, the bias is the weight's last column and the columns' last row ones."""
     n, o = out.shape[:2]
     w = weight.reshape(groups, o // groups, -1)
-    if work is None:  # 1x1, stride 1, unpadded: the input is the column matrix
+    if plan.ones:
+        w = np.concatenate([w, bias.reshape(1, o, 1)], axis=2)
+    if work is None:  # ``plan.direct``: the input is the column matrix
         cols = x.reshape(n, groups, -1, out.shape[2] * out.shape[3])
         dst = out.reshape((n, groups, o // groups, -1), copy=False)
         return _conv_product(w, cols, dst)
-    columns, tile = win.columns(x), work.shape[-2]
+    depth, tile = work.shape[1] - plan.ones, work.shape[-2]
+    fill = functools.partial(work[:, depth].fill, 1) if plan.ones else _nothing
+    if plan.direct:  # the input copied above the ones row
+        copy = functools.partial(np.copyto, work[:, :depth], x.reshape(work[:, :depth].shape))
+        dst = out.reshape((n, 1, o, -1), copy=False)
+        return run_all(fill, copy, _conv_product(w, work.reshape(n, 1, depth + 1, -1), dst))
+    columns = plan.win.columns(x)
     tiles = []
     for r0 in range(0, out.shape[2], tile):
         rows = min(tile, out.shape[2] - r0)
         cols = work[..., :rows, :]
-        tiles.append((cols, columns[..., r0:r0 + rows, :],
+        tiles.append((cols[:, :depth].reshape(columns[..., :rows, :].shape),
+                      columns[..., r0:r0 + rows, :],
                       cols.reshape(n, groups, -1, rows * out.shape[3]),
                       out[:, :, r0:r0 + rows].reshape((n, groups, o // groups, -1), copy=False)))
     products = [_conv_product(w, cols2d, dst) for _, _, cols2d, dst in tiles]
 
     def run() -> None:
+        fill()
         for (cols, src, _, _), product in zip(tiles, products, strict=True):
             np.copyto(cols, src)
             product()
@@ -452,22 +518,22 @@ def convolution(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
                 scratch: np.ndarray | None = None) -> Bound:
     """1-D/2-D convolution (cross-correlation), any groups; depthwise has its own path."""
     del output_padding, transposed  # checked: not transposed
-    plan = _conv_plan(input.shape, weight.shape, stride, padding, dilation, groups)
+    key = (input.shape, weight.shape, stride, padding, dilation, groups)
+    plan = _conv_plan(*key, None, bias is not None)
     if scratch is not None and scratch.nbytes < plan.nbytes:  # budgeted: row/channel tiles
-        plan = _conv_plan(input.shape, weight.shape, stride, padding, dilation, groups,
-                          scratch.nbytes)
+        plan = _conv_plan(*key, scratch.nbytes, bias is not None)
     if weight.ndim == 3:  # conv1d as conv2d over a height-1 image
         input, weight, out = input[:, :, None], weight[:, :, None], out[:, :, None]
     if plan.channels_last:
-        compute = _depthwise_einsum(input, weight, plan, scratch, out)
+        compute = _depthwise_einsum(input, weight, bias, plan, scratch, out)
     elif plan.depthwise:
         compute = _depthwise(input, weight, plan, scratch, out)
     else:
         ws = Workspace(scratch)
         x, pad = _padding(input, plan.pads, 0, ws)
         work = ws.take(plan.work, out.dtype) if plan.work else None
-        compute = then(pad, _grouped(x, weight, groups, plan.win, work, out))
-    if bias is not None:
+        compute = then(pad, _grouped(x, weight, bias, plan, groups, work, out))
+    if bias is not None and not plan.adds_bias:
         compute = then(compute, functools.partial(np.add, out, bias.reshape(-1, 1, 1), out=out))
     return long_loops(compute)
 

@@ -39,6 +39,31 @@ def _accumulate(reducer: Callable[..., np.ndarray]) -> KernelFn:
     return kernel
 
 
+def _as_product(fn: KernelFn, mean: bool) -> Callable[..., Bound]:
+    """sum (or mean) as ``fn``, except a float32 reduction over ``self``'s last dims, which is
+    a matrix-vector product: (rows, n) @ a column of n ones (of 1 / n for the mean). One BLAS
+    call for any shape, where numpy's reduction loops over rows (a squeeze-excite block's mean
+    over 576 3x3 maps: 1.5 us vs np.mean's 10.8)."""
+
+    def prepare(self: np.ndarray, dim: Sequence[int] | int | None = None, keepdim: bool = False,
+                *, dtype: str | None = None, out: np.ndarray) -> Bound:
+        reduced = sorted(rules.axes(dim, self.ndim))
+        n = math.prod(self.shape[a] for a in reduced)
+        trailing = reduced == list(range(self.ndim - len(reduced), self.ndim))
+        if trailing and n and out.size and self.dtype == out.dtype == np.float32:
+            try:
+                rows = self.reshape((out.size, n), copy=False)
+                column = out.reshape((out.size, 1), copy=False)
+            except ValueError:  # a strided layout the views cannot express
+                pass
+            else:
+                weights = np.full((n, 1), 1 / n if mean else 1, np.float32)
+                return functools.partial(np.matmul, rows, weights, out=column)
+        return functools.partial(fn, self, dim, keepdim, dtype=dtype, out=out)
+
+    return prepare
+
+
 def _extremum(reducer: Callable[..., np.ndarray]) -> KernelFn:
     """amax/amin: ``fn(self, dim, keepdim, out)``; empty dim reduces all dims."""
 
@@ -324,10 +349,10 @@ _TRUTH_RULES = {"out": rules.reduction(("out", _truth_dtype), dim_types=_ONE_DIM
                 "all_out": rules.reduction(("out", _truth_dtype))}
 
 KERNELS: dict[str, Kernel] = {
-    "aten::mean.out": Kernel(_mean, FLOAT, check=_MEAN),
-    "aten::mean.dtype_out": Kernel(_mean, FLOAT, check=_MEAN),
-    "aten::sum.IntList_out": Kernel(_sum, NUMERIC, check=_SUM),
-    "aten::sum.out": Kernel(_sum, NUMERIC, check=_SUM),
+    "aten::mean.out": Kernel.prepared(_as_product(_mean, True), FLOAT, check=_MEAN),
+    "aten::mean.dtype_out": Kernel.prepared(_as_product(_mean, True), FLOAT, check=_MEAN),
+    "aten::sum.IntList_out": Kernel.prepared(_as_product(_sum, False), NUMERIC, check=_SUM),
+    "aten::sum.out": Kernel.prepared(_as_product(_sum, False), NUMERIC, check=_SUM),
     "aten::prod.int_out": Kernel(_prod, NUMERIC,
                                  check=rules.reduction(("out", _sum_dtype), dim_types=_ONE_DIM)),
     "aten::prod.out": Kernel(_prod, NUMERIC, check=_SUM),

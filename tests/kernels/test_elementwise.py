@@ -155,7 +155,7 @@ def test_unary(name: str, shape: tuple[int, ...], layout: str) -> None:
 
 
 @pytest.mark.parametrize("name", ["exp", "sigmoid", "tanh", "erf", "reciprocal", "log", "sqrt",
-                                  "sin", "cos", "log1p", "expm1", "log2", "elu"])
+                                  "sin", "cos", "log1p", "expm1", "log2", "elu", "relu"])
 def test_unary_special_values(name: str) -> None:
     """Overflow, zero, infinities and nan (e.g. sigmoid(-100) -> 0, not an exp overflow)."""
     x = torch.tensor([-100.0, -30.0, -0.0, 0.0, 30.0, 100.0, float("inf"), -float("inf"),

@@ -33,6 +33,7 @@ CONV_CASES = {
     "dilated": ((1, 3, 12, 12), (4, 3, 3, 3), [1, 1], [2, 2], [2, 2], 1),
     "7x7-stem": ((1, 3, 32, 32), (16, 3, 7, 7), [2, 2], [3, 3], [1, 1], 1),
     "1x1": ((2, 16, 5, 5), (24, 16, 1, 1), [1, 1], [0, 0], [1, 1], 1),
+    "1x1-narrowing": ((1, 24, 5, 5), (16, 24, 1, 1), [1, 1], [0, 0], [1, 1], 1),
     "1x1-stride2": ((1, 16, 8, 8), (8, 16, 1, 1), [2, 2], [0, 0], [1, 1], 1),
     "grouped": ((1, 8, 7, 7), (12, 2, 3, 3), [1, 1], [1, 1], [1, 1], 4),
     "depthwise": ((2, 6, 9, 9), (6, 1, 3, 3), [1, 1], [1, 1], [1, 1], 6),
@@ -69,8 +70,9 @@ def test_convolution(case: str, layout: str, bias: bool) -> None:
 
 @pytest.mark.parametrize("budget", [1, 20_000, 150_000])
 @pytest.mark.parametrize("case", ["3x3", "stride2-asym", "dilated", "7x7-stem", "grouped",
-                                  "conv1d", "depthwise", "depthwise-s2-5x5", "conv1d-depthwise",
-                                  "depthwise-small-image", "depthwise-windowed-tiled"])
+                                  "1x1", "conv1d", "depthwise", "depthwise-s2-5x5",
+                                  "conv1d-depthwise", "depthwise-small-image",
+                                  "depthwise-windowed-tiled"])
 def test_convolution_under_a_scratch_budget(case: str, budget: int) -> None:
     """A budgeted scratch (as add_scratch plans for boards with ``scratch_limit``) makes im2col
     work in row tiles and depthwise in channel blocks (the depthwise einsum falls back to
@@ -91,6 +93,19 @@ def test_convolution_under_a_scratch_budget(case: str, budget: int) -> None:
     out = np.full(want.shape, np.nan, np.float32)
     kernel.fn(**args, out=out, scratch=np.full(small, 0xFF, np.uint8))
     np.testing.assert_allclose(out, want, **CONV_TOL)
+
+
+@pytest.mark.parametrize(("case", "ones"), [("3x3", True), ("7x7-stem", True), ("1x1", True),
+                                            ("1x1-stride2", True), ("conv1d", True),
+                                            ("1x1-narrowing", False), ("grouped", False)])
+def test_bias_in_the_product(case: str, ones: bool) -> None:
+    """An ungrouped convolution with a bias adds it in its product (a ones row under the
+    columns), a 1x1 one only if it has no more input than output channels; none without a
+    bias."""
+    x_shape, w_shape, stride, padding, dilation, groups = CONV_CASES[case]
+    key = (x_shape, w_shape, tuple(stride), tuple(padding), tuple(dilation), groups, None)
+    assert _conv_plan(*key, True).ones is ones
+    assert not _conv_plan(*key, False).ones
 
 
 def test_transposed_convolution_not_implemented() -> None:
@@ -245,10 +260,11 @@ def test_depthwise_einsum_on_few_positions_per_channel_and_tap_else_channel_bloc
         c = x_shape[1]
         return _conv_plan(x_shape, (c, 1, k, k), (1, 1), (k // 2,) * 2, (1, 1), c, budget)
 
-    assert plan((1, 64, 12, 12)).channels_last  # 144 = 0.25 * 64 * 9 positions
-    assert not plan((1, 64, 13, 13)).channels_last
-    assert not plan((2, 64, 12, 12)).channels_last  # twice the positions
-    assert plan((1, 64, 13, 13), k=7).channels_last
+    assert plan((1, 64, 16, 16)).channels_last  # 256 <= 0.5 * 64 * 9 positions
+    assert not plan((1, 64, 17, 17)).channels_last
+    assert plan((2, 64, 12, 12)).channels_last  # 288: two images
+    assert not plan((2, 64, 13, 13)).channels_last
+    assert plan((1, 64, 17, 17), k=7).channels_last
     large, over_budget = plan((1, 64, 50, 50)), plan((1, 64, 12, 12), budget=50_000)
     assert not large.channels_last and large.tile < 64
     assert not over_budget.channels_last and over_budget.nbytes <= 50_000

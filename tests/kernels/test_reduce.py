@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
-from kernel_harness import LAYOUTS, check_op, coarse, random, with_layout
+from kernel_harness import LAYOUTS, check_op, coarse, out_variant, random, with_layout
+
+from runtime_py.kernels import KERNELS
+from toolchain.export.out_variant import canonical_name
 
 aten = torch.ops.aten
 
@@ -20,6 +24,20 @@ REDUCTIONS = [((4, 5), [1]), ((2, 3, 4, 5), [-1, -2]), ((2, 3, 4), [0, 2]), ((3,
 def test_mean_sum(op: torch._ops.OpOverload, shape: tuple[int, ...], dim: list[int] | None,
                   keepdim: bool, layout: str) -> None:
     check_op(op, self=with_layout(random(shape), layout), dim=dim, keepdim=keepdim)
+
+
+@pytest.mark.parametrize("op", [aten.mean.dim, aten.sum.dim_IntList])
+def test_trailing_reduction_is_one_product(op: torch._ops.OpOverload) -> None:
+    """Over a float32 tensor's last dims the kernel is one matrix-vector product; nan and the
+    infinities still reach the result, and an empty reduction gives nan (mean) or 0 (sum)."""
+    x = random((2, 6, 3, 3))
+    x[0, 1, 0, 0], x[0, 2, 1, 1], x[1, 3, 2, 2] = float("nan"), float("inf"), -float("inf")
+    check_op(op, self=x, dim=[-1, -2], keepdim=True)
+    check_op(op, self=torch.zeros(3, 0), dim=[1])
+    out = np.empty((2, 6, 1, 1), np.float32)
+    call = KERNELS[canonical_name(out_variant(op))].bind(
+        {"self": x.numpy(), "dim": [2, 3], "keepdim": True, "out": out})
+    assert call.func is np.matmul
 
 
 @pytest.mark.parametrize("dtype", [torch.int64, torch.bool])
