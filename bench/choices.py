@@ -1,13 +1,16 @@
 """What one kernel choice buys in a whole model: the same bundle loaded with it on and off.
 
-Usage: python bench/choices.py [--choice einsum|columns|conv-rows] [--models convnext,cnn,...]
-       [--runs 60]
+Usage: python bench/choices.py [--choice einsum|columns|conv-rows|small-kernel]
+       [--models convnext,cnn,...] [--runs 60]
 
 Kernels choose their algorithm when a program is loaded (``Kernel.prepared``), so one exported
 bundle is loaded twice: once as is and once with the choice switched off (``einsum``: depthwise
 convolutions per tap over phase planes only, never one ``einsum``; ``columns``: convolution
 products never in column blocks; ``conv-rows``: convolution weights over few positions never in
-row blocks; a linear layer's row blocks are chosen at export, with its weight's layout). Both
+row blocks; a linear layer's row blocks are chosen at export, with its weight's layout;
+``small-kernel``: every block rule of OpenBLAS's small-matrix kernel, linear row blocks included,
+as on a BLAS with that kernel (on) and without (off)). ``columns`` and ``conv-rows`` are timed
+as if the BLAS had that kernel on both sides (the runtime makes no blocks where it lacks it). Both
 run alternately in this process, which of them goes first swapping every pair, on the same
 inputs; prints the median of the per-pair time ratios on / off (< 1: the choice pays) with
 their quartiles, and the largest output difference relative to the largest output (summation
@@ -32,21 +35,27 @@ sys.path.insert(0, str(ROOT))
 from runtime_py.kernels import linalg, nn  # noqa: E402
 from runtime_py.program import Program  # noqa: E402
 
-# choice -> (module, constant, value that switches the choice off)
-SWITCHES = {"einsum": (nn, "EINSUM_POSITIONS", 0), "columns": (linalg, "SMALL_PRODUCT", 1 << 62),
-            "conv-rows": (linalg, "CONV_BLOCKED_MIN_BYTES", 1 << 62)}
+# choice -> the settings that switch it off: (module, constant, value)
+SWITCHES = {"einsum": [(nn, "EINSUM_POSITIONS", 0)],
+            "columns": [(linalg, "SMALL_PRODUCT", 1 << 62)],
+            "conv-rows": [(linalg, "CONV_BLOCKED_MIN_BYTES", 1 << 62)],
+            "small-kernel": [(linalg, "SMALL_KERNEL", False)]}
+# choice -> the settings of both sides (the block rules act only with the small kernel)
+BOTH = {"columns": [(linalg, "SMALL_KERNEL", True)], "conv-rows": [(linalg, "SMALL_KERNEL", True)],
+        "small-kernel": [(linalg, "SMALL_KERNEL", True)]}
 
 
-def load_without(path: Path, choice: str) -> Program:
-    """``path`` loaded with ``choice`` switched off (restored afterwards)."""
-    module, name, off = SWITCHES[choice]
-    saved = getattr(module, name)
-    setattr(module, name, off)
+def load_with(path: Path, settings: list[tuple[object, str, object]]) -> Program:
+    """``path`` loaded with the module constants ``settings`` set (restored afterwards)."""
+    saved = [(module, name, getattr(module, name)) for module, name, _ in settings]
+    for module, name, value in settings:
+        setattr(module, name, value)
     nn._conv_plan.cache_clear()
     try:
         return Program.load(path)
     finally:
-        setattr(module, name, saved)
+        for module, name, value in reversed(saved):
+            setattr(module, name, value)
         nn._conv_plan.cache_clear()
 
 
@@ -85,7 +94,8 @@ def main() -> None:
             path = Path(tmp) / f"{name}.nee"
             write_bundle(export(model, inputs, name=name), path)
             arrays = [t.numpy() for t in inputs]
-            on, off = Program.load(path), load_without(path, args.choice)
+            both = BOTH.get(args.choice, [])
+            on, off = load_with(path, both), load_with(path, both + SWITCHES[args.choice])
             diff = max(float(np.abs(a - b).max() / max(np.abs(a).max(), 1e-30)) for a, b in
                        zip(on.run(*arrays), off.run(*arrays), strict=True))
             r = paired_ratios(on, off, arrays, args.runs)

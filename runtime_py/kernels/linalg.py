@@ -10,8 +10,17 @@ cache; 16 rows and up, whose blocks exceed it, or one row, a gemv, gain nothing;
 2 MiB gain or lose by the shape). A convolution's weight times 2-12 columns of positions (W @ X,
 its rows blocked) gains from 512 KiB: 1.2-1.8x at 9-12 columns over 0.6-1.6 MB weights,
 0.92-0.96x at 2. The export keeps such linear weights in their (N, K) layout (fold_constants
-asks ``row_blocked``); the kernel takes that path whenever mat2 is the transpose of a
-contiguous (N, K) matrix and it was given the scratch for it.
+asks ``row_blocked``, a rule of shapes alone, so an export does not depend on its machine's
+BLAS); the kernel takes that path whenever mat2 is the transpose of a contiguous (N, K) matrix,
+it was given the scratch for it and the BLAS numpy loaded has the small-matrix kernel
+(``small_kernel``).
+
+OpenBLAS has that kernel on its AVX-512 x86-64 cores only (SMALL_KERNEL_CORES); the numbers
+above are SkylakeX's. With its Haswell kernels (an AVX2 machine, or OPENBLAS_CORETYPE=Haswell)
+the blocks lose (same machine, 1 thread, cold cache: (9, 768) @ (768, 3072) 1.31 ms blocked vs
+1.04 ms as one product, (9, 3072) @ (3072, 768) 1.52 vs 1.15 ms; in models, blocks on / off:
+resnet18 1.12x, cnn 1.00-1.02x), so there every product is one matmul. OpenBLAS's aarch64
+small kernels (some cores) were not measured: the blocks stay off there too.
 """
 
 from __future__ import annotations
@@ -30,6 +39,28 @@ ROW_BLOCKED_ROWS = range(2, 13)
 ROW_BLOCKED_MIN_BYTES = 2 << 20  # the weight's, in x @ W.T; smaller ones gain or lose
 CONV_BLOCKED_MIN_BYTES = 512 << 10  # the weight's, in a convolution's W @ X
 ROW_BLOCK_BYTES = 256 << 10  # of weight rows per block: 12 x 64 Ki floats < SMALL_PRODUCT
+SMALL_KERNEL_CORES = frozenset({"skylakex", "cooperlake", "sapphirerapids"})  # OpenBLAS's
+SMALL_KERNEL: bool | None = None  # whether blocks pay here; None: ask the BLAS (small_kernel)
+
+
+def small_kernel() -> bool:
+    """Whether the BLAS numpy loaded multiplies small float32 products with OpenBLAS's
+    small-matrix kernel (SMALL_KERNEL unless None; asked once per process)."""
+    return _blas_small_kernel() if SMALL_KERNEL is None else SMALL_KERNEL
+
+
+@functools.cache
+def _blas_small_kernel() -> bool:
+    from threadpoolctl import threadpool_info
+
+    return has_small_kernel(threadpool_info())
+
+
+def has_small_kernel(libraries: list[dict[str, object]]) -> bool:
+    """Whether threadpoolctl's ``libraries`` hold an OpenBLAS on a SMALL_KERNEL_CORES core."""
+    return any(lib.get("internal_api") == "openblas"
+               and str(lib.get("architecture", "")).lower() in SMALL_KERNEL_CORES
+               for lib in libraries)
 
 
 def row_blocked(rows: int, k: int, n: int, dtype: np.dtype | str,
@@ -51,10 +82,10 @@ def blocked_products(w: np.ndarray, b: np.ndarray, out: np.ndarray) -> list[Boun
 def _product(a: np.ndarray, b: np.ndarray, out: np.ndarray,
              scratch: np.ndarray | None) -> Bound:
     """The call writing a @ b into out: over row blocks of b.T (transposed copies of ``a`` and
-    of the result in scratch) where ``row_blocked``, b is stored as (n, k) and the scratch holds
-    the copies; else one matmul."""
+    of the result in scratch) where ``row_blocked``, b is stored as (n, k), the scratch holds
+    the copies and the BLAS has the ``small_kernel``; else one matmul."""
     need = _product_scratch(a, b)
-    if not need or scratch is None or scratch.nbytes < need:
+    if not need or scratch is None or scratch.nbytes < need or not small_kernel():
         return functools.partial(np.matmul, a, b, out=out)
     ws = Workspace(scratch)
     a_t, out_t = ws.take(a.shape[::-1], a.dtype), ws.take(out.shape[::-1], out.dtype)

@@ -432,6 +432,8 @@ def _grouped(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, plan: _
 # 144), while blocking every eligible layer of mobilenet_v2, mobilenet_v3_small,
 # efficientnet_b0 and shufflenet_v2 (most of K < 128) gave 0.99-1.03x: blocks are made from
 # depth MIN_BLOCK_DEPTH and of at least BLOCK_COLUMNS columns (narrower: one product is as fast).
+# Measured with OpenBLAS's SkylakeX kernels; with its Haswell ones (no small-matrix kernel) the
+# blocks gave cnn 1.00-1.02x, so _conv_product makes none there (``linalg.small_kernel``).
 BLOCK_COLUMNS = 64
 MIN_BLOCK_DEPTH = 128
 
@@ -439,8 +441,11 @@ MIN_BLOCK_DEPTH = 128
 def _conv_product(w: np.ndarray, cols: np.ndarray, dst: np.ndarray) -> Bound:
     """dst = w @ cols (batched over images and groups): over row blocks of the weight for one
     image and group with few output positions (``linalg.row_blocked``), over column blocks
-    (``column_block``) for a small weight times many columns, else one matmul."""
+    (``column_block``) for a small weight times many columns, else (and always where the BLAS
+    lacks ``linalg.small_kernel``) one matmul."""
     o, k = w.shape[-2:]
+    if not linalg.small_kernel():
+        return functools.partial(np.matmul, w, cols, out=dst)
     if w.shape[0] == cols.shape[0] == 1 and linalg.row_blocked(
             cols.shape[-1], k, o, w.dtype, linalg.CONV_BLOCKED_MIN_BYTES):
         return run_all(*linalg.blocked_products(w[0], cols[0, 0], dst[0, 0]))

@@ -232,6 +232,32 @@ def test_pow_tensor_scalar(exponent: float, dtype: torch.dtype) -> None:
         pytest.skip("torch rejects negative integer powers of integers")
     x = random((3, 5), dtype, scale=2).abs() + (0.1 if dtype.is_floating_point else 0)
     check_op(aten.pow.Tensor_Scalar, self=with_layout(x, "transposed"), exponent=exponent)
+    if dtype.is_floating_point:  # negative bases (nan for 0.5 and 2.5, as torch)
+        check_op(aten.pow.Tensor_Scalar, self=-x, exponent=exponent)
+
+
+@pytest.mark.parametrize("exponent", [2, 3, 2.0, 3.0])
+def test_small_integer_powers_are_products_as_in_torch(exponent: float) -> None:
+    """A float tensor squared or cubed: numpy products, bit-identical to torch's (negative
+    bases, -0, infinities, nan, overflow), never numpy's power."""
+    x = torch.cat([random((64,), scale=3), torch.tensor(
+        [-0.0, 0.0, float("inf"), -float("inf"), float("nan"), -3e13, 1e-30, -1e-20])])
+    out = np.empty(x.shape, np.float32)
+    run = KERNELS["aten::pow.Tensor_Scalar_out"].bind(
+        {"self": x.numpy(), "exponent": exponent, "out": out})
+    assert "power" not in repr(run) and "pow_" not in repr(run)
+    run()
+    np.testing.assert_array_equal(out, torch.pow(x, exponent).numpy(), strict=True)
+
+
+def test_a_power_written_over_its_base_stays_right() -> None:
+    """A bundle whose pow writes over its base (exported while the kernel was in-place safe)
+    gets numpy's power, not a cube of the square."""
+    x = random((16,), scale=3)
+    want = torch.pow(x, 3).numpy()
+    base = x.numpy().copy()
+    KERNELS["aten::pow.Tensor_Scalar_out"].bind({"self": base, "exponent": 3, "out": base})()
+    np.testing.assert_allclose(base, want, rtol=1e-6)
 
 
 def test_pow_tensor_tensor() -> None:

@@ -36,7 +36,6 @@ SAMPLES: list[tuple[torch._ops.OpOverload, dict[str, Any]]] = [
     (aten.div.Scalar_mode, {"self": _x(), "other": 3, "rounding_mode": "floor"}),
     (aten.maximum.default, {"self": _x(), "other": _x()}),
     (aten.minimum.default, {"self": _x(INT), "other": _x(INT)}),
-    (aten.pow.Tensor_Scalar, {"self": _pos(), "exponent": 2.5}),
     (aten.pow.Tensor_Tensor, {"self": _pos(), "exponent": _x() / 4}),
     (aten.pow.Scalar, {"self": 2.0, "exponent": _x()}),
     *[(getattr(aten, op).Tensor, {"self": _x(B), "other": _x(B)})

@@ -54,7 +54,9 @@ def test_addmm_beta_zero_ignores_nan_bias() -> None:
 @pytest.fixture
 def blocks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Row blocking for any weight size, 3 rows of 16 floats per block; the list collects the
-    row count of every blocked weight (so a test sees the blocked path run)."""
+    row count of every blocked weight (so a test sees the blocked path run), as with a BLAS
+    that has the small-matrix kernel."""
+    monkeypatch.setattr(linalg, "SMALL_KERNEL", True)
     monkeypatch.setattr(linalg, "ROW_BLOCKED_MIN_BYTES", 0)
     monkeypatch.setattr(linalg, "CONV_BLOCKED_MIN_BYTES", 0)
     monkeypatch.setattr(linalg, "ROW_BLOCK_BYTES", 3 * 16 * 4)
@@ -102,6 +104,37 @@ def test_row_blocked_convolution(blocks: list[int], kernel: int, stride: int,
              padding=[0, 0], dilation=[1, 1], transposed=False, output_padding=[0, 0], groups=1,
              **TOL)
     assert blocks == ([] if size == 5 else [10] * len(blocks)) and (size == 5 or blocks)
+
+
+@pytest.mark.parametrize("op", ["mm", "convolution"])
+def test_no_blocks_without_the_small_kernel(blocks: list[int], monkeypatch: pytest.MonkeyPatch,
+                                            op: str) -> None:
+    """A BLAS without the small-matrix kernel gets every product whole: no row blocks, no
+    column blocks."""
+    monkeypatch.setattr(linalg, "SMALL_KERNEL", False)
+    monkeypatch.setattr(linalg, "SMALL_PRODUCT", 8 * 36 * 128)
+    monkeypatch.setattr(nn, "MIN_BLOCK_DEPTH", 36)
+    widths = set()  # of every product's output
+    monkeypatch.setattr(np, "matmul", lambda *a, _mm=np.matmul, **k: (
+        widths.add(k["out"].shape[-1]), _mm(*a, **k))[1])
+    if op == "mm":
+        check_op(aten.mm.default, self=random((5, 16)), mat2=random((10, 16)).t(), **TOL)
+    else:
+        check_op(aten.convolution.default, input=random((1, 4, 20, 20)),
+                 weight=random((8, 4, 3, 3)), bias=random((8,)), stride=[1, 1], padding=[1, 1],
+                 dilation=[1, 1], transposed=False, output_padding=[0, 0], groups=1, **TOL)
+    assert not blocks and widths == {10 if op == "mm" else 400}
+
+
+@pytest.mark.parametrize(("libraries", "small"), [
+    ([{"internal_api": "openblas", "architecture": "SkylakeX"}], True),
+    ([{"internal_api": "openblas", "architecture": "SapphireRapids"}], True),
+    ([{"internal_api": "openblas", "architecture": "Haswell"}], False),
+    ([{"internal_api": "openblas", "architecture": "neoversen1"}], False),
+    ([{"internal_api": "mkl"}], False), ([], False)])
+def test_which_blas_has_the_small_kernel(libraries: list[dict], small: bool) -> None:
+    """OpenBLAS on its AVX-512 cores only, by threadpoolctl's report of the loaded BLAS."""
+    assert linalg.has_small_kernel(libraries) is small
 
 
 def test_row_blocked_sizes() -> None:
