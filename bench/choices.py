@@ -40,9 +40,9 @@ SWITCHES = {"einsum": [(nn, "EINSUM_POSITIONS", 0)],
             "columns": [(linalg, "SMALL_PRODUCT", 1 << 62)],
             "conv-rows": [(linalg, "CONV_BLOCKED_MIN_BYTES", 1 << 62)],
             "small-kernel": [(linalg, "SMALL_KERNEL", False)]}
-# choice -> the settings of both sides (the block rules act only with the small kernel)
-BOTH = {"columns": [(linalg, "SMALL_KERNEL", True)], "conv-rows": [(linalg, "SMALL_KERNEL", True)],
-        "small-kernel": [(linalg, "SMALL_KERNEL", True)]}
+# choice -> the settings of both sides: the block rules act only with the small kernel
+BOTH = {choice: [(linalg, "SMALL_KERNEL", True)] for choice in ("columns", "conv-rows",
+                                                                  "small-kernel")}
 
 
 def load_with(path: Path, settings: list[tuple[object, str, object]]) -> Program:
