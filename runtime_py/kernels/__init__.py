@@ -30,7 +30,11 @@ Contract (every kernel follows it; tests in tests/kernels check each one against
   closure doing the work, with views, scalars and geometry made once. The runtime prepares every
   call at load (TFLite Micro's Prepare/Invoke split), so a run creates no Python objects beyond
   numpy's own per-call iterator. It may look at shapes, strides and constants, never at the
-  values of other tensors. Such kernels are built with ``Kernel.prepared``.
+  values of other tensors. Such kernels are built with ``Kernel.prepared``. Constants (the
+  bundle's weights) are read-only arrays, activations writable. Hot calls pass ``out``
+  positionally and, where they can, are a ``functools.partial`` of the numpy function itself:
+  numpy parses keywords at ~0.06 us a call, a partial with keywords ~0.16 us, and a
+  Python frame costs ~0.07 us, against 0.15-0.3 us for a whole small ufunc call.
 - numpy mode: kernels run with numpy's floating-point errors ignored (torch yields inf/nan
   silently) and ufunc buffers of ``UFUNC_BUFSIZE`` elements. They do not set that themselves
   (it costs an allocation per call): the runtime configures it once per program

@@ -30,16 +30,33 @@ def f32(value: float) -> np.ndarray:
 ONE = f32(1)
 
 
+# A constant operand that broadcasts to an out of at most this many elements is tiled to out's
+# shape at load (``out_shaped``): numpy's broadcast path costs 2-4x its same-shape path there
+# ((2, 96) + (96,): 0.57 vs 0.15 us; (16, 256): 1.19 vs 0.37 us; (16, 3072): 3.3 vs 2.0 us).
+TILED_ELEMENTS = 4096
+
+
 def out_shaped(a: object, out: np.ndarray) -> object:
-    """``a`` viewed in ``out``'s shape if it is an array with as many elements that allows the
-    view without a copy (broadcasting to ``out``, it then differs by size-1 dims only); else
-    ``a`` itself."""
-    if isinstance(a, np.ndarray) and a.shape != out.shape and a.size == out.size:
+    """``a`` in ``out``'s shape where that is free or cheap, so numpy takes its no-broadcast
+    path: viewed so if it is an array with as many elements that allows the view without a
+    copy (it then differs by size-1 dims only); tiled to it once, here, if it is a constant
+    (read-only, as the bundle's are) of at least one dim broadcasting to an ``out`` of at
+    most TILED_ELEMENTS; else ``a`` itself."""
+    if not isinstance(a, np.ndarray) or a.shape == out.shape:
+        return a
+    if a.size == out.size:
         try:
             return a.reshape(out.shape, copy=False)
         except ValueError:  # a strided layout the view cannot express
             pass
-    return a
+    if a.flags.writeable or not a.ndim or out.size > TILED_ELEMENTS:
+        return a
+    try:
+        tiled = np.broadcast_to(a, out.shape).copy()
+    except ValueError:  # it does not broadcast to out: the ufunc says so
+        return a
+    tiled.flags.writeable = False
+    return tiled
 
 
 def reduce_axes(dim: Sequence[int] | int | None) -> tuple[int, ...] | None:

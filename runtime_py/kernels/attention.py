@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from runtime_py.kernels import Bound, Kernel, long_loops, rules
+from runtime_py.kernels import Bound, Kernel, linalg, long_loops, rules
 from runtime_py.kernels._common import FLOAT, ONE, Workspace, f32, workspace_bytes
 
 _LOWEST = f32(np.finfo(np.float32).min)
@@ -97,20 +97,23 @@ def scaled_dot_product_attention(query: np.ndarray, key: np.ndarray, value: np.n
     out_rows = out.reshape(-1, out.shape[-1])
     factor = f32(1 / math.sqrt(query.shape[-1]) if scale is None else scale)
     ones = np.ones((key.shape[-2], 1), np.float32)  # row sums as one BLAS matrix-vector product
+    similarities, sums, weighted = (linalg.product(q, key_t, scores),
+                                    linalg.product(rows, ones, stat),
+                                    linalg.product(scores, value, context))
 
     def run() -> None:
-        np.multiply(query, factor, out=q_copy)
-        np.matmul(q, key_t, out=scores)
+        np.multiply(query, factor, q_copy)
+        similarities()
         if mask:
             mask()
         np.maximum.reduce(rows, axis=1, keepdims=True, out=stat, initial=-np.inf)
-        np.maximum(stat, _LOWEST, out=stat)  # all -inf rows: exp gives 0, not nan
-        np.subtract(rows, stat, out=rows)
-        np.exp(rows, out=rows)
-        np.matmul(rows, ones, out=stat)
-        np.maximum(stat, ONE, out=stat)  # sums are >= 1 (the max's term) or 0 (all masked)
-        np.matmul(scores, value, out=context)
-        np.divide(out_rows, stat, out=out_rows)
+        np.maximum(stat, _LOWEST, stat)  # all -inf rows: exp gives 0, not nan
+        np.subtract(rows, stat, rows)
+        np.exp(rows, rows)
+        sums()
+        np.maximum(stat, ONE, stat)  # sums are >= 1 (the max's term) or 0 (all masked)
+        weighted()
+        np.divide(out_rows, stat, out_rows)
 
     return long_loops(run)
 

@@ -30,6 +30,7 @@ from runtime_py.kernels._common import (
     Workspace,
     expand_param,
     f32,
+    out_shaped,
     workspace_bytes,
 )
 from runtime_py.kernels.indexing import constant_pad_nd, take
@@ -359,7 +360,7 @@ def _depthwise_einsum(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None
              for q in range(sw)]
     result = acc.reshape(n, ho, wo, c).transpose(0, 3, 1, 2)
     finish = (functools.partial(np.copyto, out, result) if bias is None else
-              functools.partial(np.add, result, bias.reshape(-1, 1, 1), out=out))
+              functools.partial(np.add, result, bias.reshape(-1, 1, 1), out))
 
     def run() -> None:
         buf.fill(0)
@@ -445,16 +446,15 @@ def _conv_product(w: np.ndarray, cols: np.ndarray, dst: np.ndarray) -> Bound:
     lacks ``linalg.small_kernel``) one matmul."""
     o, k = w.shape[-2:]
     if not linalg.small_kernel():
-        return functools.partial(np.matmul, w, cols, out=dst)
+        return linalg.product(w, cols, dst)
     if w.shape[0] == cols.shape[0] == 1 and linalg.row_blocked(
             cols.shape[-1], k, o, w.dtype, linalg.CONV_BLOCKED_MIN_BYTES):
         return run_all(*linalg.blocked_products(w[0], cols[0, 0], dst[0, 0]))
     positions = cols.shape[-1]
     step = column_block(o, k, positions, w.dtype)
     if not step:
-        return functools.partial(np.matmul, w, cols, out=dst)
-    return run_all(*(functools.partial(np.matmul, w, cols[..., c:c + step],
-                                       out=dst[..., c:c + step])
+        return linalg.product(w, cols, dst)
+    return run_all(*(linalg.product(w, cols[..., c:c + step], dst[..., c:c + step])
                      for c in range(0, positions, step)))
 
 
@@ -539,7 +539,7 @@ def convolution(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
         work = ws.take(plan.work, out.dtype) if plan.work else None
         compute = then(pad, _grouped(x, weight, bias, plan, groups, work, out))
     if bias is not None and not plan.adds_bias:
-        compute = then(compute, functools.partial(np.add, out, bias.reshape(-1, 1, 1), out=out))
+        compute = then(compute, functools.partial(np.add, out, bias.reshape(-1, 1, 1), out))
     return long_loops(compute)
 
 
@@ -754,7 +754,7 @@ def avg_pool2d(self: np.ndarray, kernel_size: IntList, stride: IntList = (),
     else:
         counts = [_pool_counts(win, axis, x.shape[2 + axis], count_include_pad) for axis in (0, 1)]
         divisor = np.outer(*counts).astype(np.float32)
-    return then(sums, functools.partial(np.divide, out, divisor, out=out))
+    return then(sums, functools.partial(np.divide, out, divisor, out))
 
 
 def _avg_pool_scratch(self: np.ndarray, kernel_size: IntList, stride: IntList = (),
@@ -812,29 +812,31 @@ def _standardize(input: np.ndarray, out: np.ndarray, mean: np.ndarray, rstd: np.
     var = rstd.reshape(-1)
     size, eps = f32(rows.shape[1]), f32(eps)
     averaging = np.full((rows.shape[1], 1), 1 / size, np.float32)  # row means as one BLAS gemv
+    means = linalg.product(rows, averaging, mean)
 
     def run() -> None:
         np.copyto(out, input)
-        np.matmul(rows, averaging, out=mean)
-        np.subtract(rows, mean, out=rows)
+        means()
+        np.subtract(rows, mean, rows)
         np.vecdot(rows, rows, out=var)
-        np.divide(var, size, out=var)
-        np.add(var, eps, out=var)
-        np.sqrt(var, out=var)
-        np.reciprocal(var, out=var)
-        np.multiply(rows, rstd, out=rows)
+        np.divide(var, size, var)
+        np.add(var, eps, var)
+        np.sqrt(var, var)
+        np.reciprocal(var, var)
+        np.multiply(rows, rstd, rows)
 
     return run
 
 
 def _affine(x: np.ndarray, weight: np.ndarray | None, bias: np.ndarray | None) -> Bound:
     """x = x * weight + bias in place (each term only if given), broadcasting."""
+    weight, bias = out_shaped(weight, x), out_shaped(bias, x)
 
     def run() -> None:
         if weight is not None:
-            np.multiply(x, weight, out=x)
+            np.multiply(x, weight, x)
         if bias is not None:
-            np.add(x, bias, out=x)
+            np.add(x, bias, x)
 
     return run
 

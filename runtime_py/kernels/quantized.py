@@ -52,7 +52,7 @@ from typing import Any
 
 import numpy as np
 
-from runtime_py.kernels import Bound, Kernel, long_loops, nn, rules, run_all
+from runtime_py.kernels import Bound, Kernel, linalg, long_loops, nn, rules, run_all
 from runtime_py.kernels._common import (
     FLOAT,
     INT8,
@@ -685,7 +685,7 @@ def _gemm_conv(x: np.ndarray, weight: np.ndarray, groups: int, zero_point: int,
         cols = _prefix(buf["cols"], (n, c, kh, kw, rows, wo))
         terms = cols.reshape(n, groups, k, s)
         part = _prefix(buf["part"], (n, groups, o // groups, s))
-        gemms = [functools.partial(np.matmul, wc, terms[:, :, k0:k1], out=part)
+        gemms = [linalg.product(wc, terms[:, :, k0:k1], part)
                  for (k0, k1), wc in zip(chunks, weights, strict=True)]
         part = part.reshape(n, o, s)
         dst = out[:, :, r0:r0 + rows].reshape((n, o, s), copy=False)
@@ -723,7 +723,7 @@ def _fused_conv(columns: np.ndarray, weight: np.ndarray, plan: _ConvPlan, req: _
             n, -1, kh, kw, rows, wo), columns[..., r0:r0 + rows, :]))
         if fused is not None:
             calls.append(functools.partial(np.copyto, cols[:, terms], np.float64(1)))
-        calls.append(functools.partial(np.matmul, weights, cols[:, :used], out=v))
+        calls.append(linalg.product(weights, cols[:, :used], v))
         dst = out[:, :, r0:r0 + rows].reshape((n, o, s), copy=False)
         calls += req.bind(v, {"v": v}, dst, _column, scaled=fused is not None)
     return calls
@@ -901,7 +901,7 @@ def linear_int8(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
         rows = input[index]
         m = math.prod(rows.shape[:-1])
         cols, part = _prefix(buf["cols"], (m, k)), _prefix(buf["part"], (m, n))
-        gemms = [functools.partial(np.matmul, cols[:, k0:k1], wc, out=part)
+        gemms = [linalg.product(cols[:, k0:k1], wc, part)
                  for (k0, k1), wc in zip(chunks, weights, strict=True)]
         tile = _requant_buffers(buf, (m, n))
         calls += [functools.partial(np.copyto, cols.reshape(rows.shape), rows),

@@ -38,16 +38,16 @@ def gru_cell(input_gates: np.ndarray, hidden_gates: np.ndarray, hidden: np.ndarr
     i_n, h_n = input_gates[..., 2 * h:], hidden_gates[..., 2 * h:]
 
     def run() -> None:
-        np.add(both_in, both_hidden, out=sums)
-        np.negative(rz, out=rz)
-        np.exp(rz, out=rz)
-        np.add(rz, ONE, out=rz)
-        np.divide(h_n, r, out=n)
-        np.add(n, i_n, out=n)
-        np.tanh(n, out=n)
-        np.subtract(hidden, n, out=out)  # (1 - z) n + z h = n + z (h - n)
-        np.divide(out, z, out=out)
-        np.add(out, n, out=out)
+        np.add(both_in, both_hidden, sums)
+        np.negative(rz, rz)
+        np.exp(rz, rz)
+        np.add(rz, ONE, rz)
+        np.divide(h_n, r, n)
+        np.add(n, i_n, n)
+        np.tanh(n, n)
+        np.subtract(hidden, n, out)  # (1 - z) n + z h = n + z (h - n)
+        np.divide(out, z, out)
+        np.add(out, n, out)
 
     return run
 
@@ -82,15 +82,15 @@ def lstm_cell(gates: np.ndarray, cell: np.ndarray, *, out: np.ndarray, cell_out:
     g = gates[..., 2 * h:3 * h]
 
     def run() -> None:
-        np.negative(by_gate, out=spread)
-        np.exp(inverse, out=inverse)
-        np.add(inverse, ONE, out=inverse)
-        np.tanh(g, out=candidate)
-        np.divide(candidate, i, out=candidate)
-        np.divide(cell, f, out=cell_out)
-        np.add(cell_out, candidate, out=cell_out)
-        np.tanh(cell_out, out=out)
-        np.divide(out, o, out=out)
+        np.negative(by_gate, spread)
+        np.exp(inverse, inverse)
+        np.add(inverse, ONE, inverse)
+        np.tanh(g, candidate)
+        np.divide(candidate, i, candidate)
+        np.divide(cell, f, cell_out)
+        np.add(cell_out, candidate, cell_out)
+        np.tanh(cell_out, out)
+        np.divide(out, o, out)
 
     return run
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from runtime_py.kernels import Bound, Kernel, rules
+from runtime_py.kernels import Bound, Kernel, linalg, rules
 from runtime_py.kernels._common import (
     ALL,
     BOOL,
@@ -58,7 +58,7 @@ def _as_product(fn: KernelFn, mean: bool) -> Callable[..., Bound]:
                 pass
             else:
                 weights = np.full((n, 1), 1 / n if mean else 1, np.float32)
-                return functools.partial(np.matmul, rows, weights, out=column)
+                return linalg.product(rows, weights, column)
         return functools.partial(fn, self, dim, keepdim, dtype=dtype, out=out)
 
     return prepare
@@ -246,7 +246,7 @@ def _row_sums(rows: np.ndarray, sums: np.ndarray) -> Bound:
     if not rows.flags.c_contiguous:
         return functools.partial(np.add.reduce, rows, axis=-1, keepdims=True, out=sums)
     ones = np.ones((rows.shape[-1], 1), rows.dtype)
-    return functools.partial(np.matmul, rows, ones, out=sums)
+    return linalg.product(rows, ones, sums)
 
 
 def softmax(self: np.ndarray, dim: int, half_to_float: bool, *, out: np.ndarray,

@@ -8,6 +8,7 @@ import torch
 from kernel_harness import LAYOUTS, check_op, coarse, out_variant, random, with_layout
 
 from runtime_py.kernels import KERNELS
+from runtime_py.kernels._common import TILED_ELEMENTS, out_shaped
 from toolchain.export.out_variant import canonical_name
 
 aten = torch.ops.aten
@@ -431,3 +432,30 @@ def test_chains_in_blocks_over_large_tensors(op: torch._ops.OpOverload,
     """Multi-pass activations run in cache-sized blocks (several here, the last one short);
     strided input too."""
     check_op(op, self=with_layout(random(shape, scale=3), "strided"))
+
+
+def _constant(shape: tuple[int, ...]) -> np.ndarray:
+    value = random(shape).numpy()
+    value.flags.writeable = False
+    return value
+
+
+@pytest.mark.parametrize(("operand", "out_shape", "tiled"), [
+    (_constant((8,)), (3, 8), True),  # a bias over rows
+    (_constant((4, 1, 1)), (2, 4, 3, 3), True),  # a channel scale
+    (random((8,)).numpy(), (3, 8), False),  # writable: an activation, read at run
+    (_constant((8,)), (TILED_ELEMENTS // 8 + 1, 8), False),  # too large an out
+    (_constant(()), (3, 8), False),  # 0-d: numpy's scalar path is fast
+])
+def test_small_constants_are_tiled_to_out(operand: np.ndarray, out_shape: tuple[int, ...],
+                                          tiled: bool) -> None:
+    """A read-only operand broadcasting to a small out is tiled to its shape at load (numpy's
+    same-shape path), with its values; a writable or large one stays as it is."""
+    out = np.empty(out_shape, np.float32)
+    shaped = out_shaped(operand, out)
+    assert (shaped is not operand) == tiled
+    if tiled:
+        assert shaped.shape == out_shape and not shaped.flags.writeable
+        np.testing.assert_array_equal(shaped, np.broadcast_to(operand, out_shape))
+    out.fill(1)
+    assert np.array_equal(np.add(out, shaped), np.add(out, operand))

@@ -115,8 +115,8 @@ def test_no_blocks_without_the_small_kernel(blocks: list[int], monkeypatch: pyte
     monkeypatch.setattr(linalg, "SMALL_PRODUCT", 8 * 36 * 128)
     monkeypatch.setattr(nn, "MIN_BLOCK_DEPTH", 36)
     widths = set()  # of every product's output
-    monkeypatch.setattr(np, "matmul", lambda *a, _mm=np.matmul, **k: (
-        widths.add(k["out"].shape[-1]), _mm(*a, **k))[1])
+    monkeypatch.setattr(linalg, "product", lambda a, b, out, _product=linalg.product: (
+        widths.add(out.shape[-1]), _product(a, b, out))[1])
     if op == "mm":
         check_op(aten.mm.default, self=random((5, 16)), mat2=random((10, 16)).t(), **TOL)
     else:
@@ -164,3 +164,21 @@ def test_column_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
     check_op(aten.convolution.default, input=random((1, 4, 20, 20)), weight=random((8, 4, 3, 3)),
              bias=random((8,)), stride=[1, 1], padding=[1, 1], dilation=[1, 1],
              transposed=False, output_padding=[0, 0], groups=1, **TOL)
+
+
+@pytest.mark.parametrize(("a_shape", "b_shape", "layout", "dot"), [
+    ((1, 16), (16, 8), "contiguous", True),
+    ((4, 16), (16, 8), "transposed", True),
+    ((1, 4, 16), (1, 16, 8), "contiguous", True),
+    ((4, 16), (16, 8), "strided", False),
+    ((2, 4, 16), (2, 16, 8), "contiguous", False)])
+def test_one_matrix_each_multiplies_with_dot(a_shape: tuple[int, ...], b_shape: tuple[int, ...],
+                                             layout: str, dot: bool) -> None:
+    """One float matrix each (leading dims 1), contiguous or transposed: np.dot, whose call
+    costs less; batched or strided operands: np.matmul. The same values either way."""
+    a, b = (with_layout(random(s), layout).numpy() for s in (a_shape, b_shape))
+    out = np.empty(np.matmul(a, b).shape, np.float32)
+    call = linalg.product(a, b, out)
+    call()
+    assert (call.func is np.dot) == dot
+    np.testing.assert_array_equal(out, np.matmul(a, b))
