@@ -29,6 +29,10 @@ def f32(value: float) -> np.ndarray:
 
 ONE = f32(1)
 
+# numpy's clip ufunc: ``np.clip`` is a Python wrapper around it that costs ~1 us a call (a
+# ReLU6 on 64 floats: 1.2 us against 0.18); same values, nan and -0 included.
+CLIP: np.ufunc = np._core.umath.clip
+
 
 # A constant operand that broadcasts to an out of at most this many elements is tiled to out's
 # shape at load (``out_shaped``): numpy's broadcast path costs 2-4x its same-shape path there

@@ -18,6 +18,7 @@ from runtime_py.kernels import Bound, Kernel, rules, run_all, then
 from runtime_py.kernels._common import (
     ALL,
     BOOL,
+    CLIP,
     FLOAT,
     NUMERIC,
     ONE,
@@ -182,93 +183,100 @@ def sign(self: np.ndarray, *, out: np.ndarray) -> None:
 _HALF, _THREE = f32(0.5), f32(3)
 
 
-def rsqrt(self: np.ndarray, *, out: np.ndarray) -> None:
-    np.sqrt(self, out=out, dtype=out.dtype)
-    np.divide(ONE, out, out=out)
+def rsqrt(self: np.ndarray, *, out: np.ndarray) -> Bound:
+    return then(_ufunc_into(np.sqrt, (self,), out), functools.partial(np.divide, ONE, out, out))
 
 
-def sigmoid(self: np.ndarray, *, out: np.ndarray) -> None:
+def sigmoid(self: np.ndarray, *, out: np.ndarray) -> Bound:
     """1 / (1 + exp(-x)); exp overflow to inf gives the correct 0."""
-    np.negative(self, out=out, dtype=out.dtype)
-    np.exp(out, out=out)
-    np.add(out, ONE, out=out)
-    np.divide(ONE, out, out=out)
+    return run_all(_ufunc_into(np.negative, (self,), out), functools.partial(np.exp, out, out),
+                   functools.partial(np.add, out, ONE, out),
+                   functools.partial(np.divide, ONE, out, out))
 
 
-def silu(self: np.ndarray, *, out: np.ndarray, scratch: np.ndarray | None = None) -> None:
+def silu(self: np.ndarray, *, out: np.ndarray, scratch: np.ndarray | None = None) -> Bound:
     """x * sigmoid(x) as h + h tanh(h), h = x / 2 (four passes, tanh being numpy's cheapest
     transcendental), h in scratch so ``out`` may be ``self``."""
     half = Workspace(scratch).take(out.shape, out.dtype)
-    np.multiply(self, _HALF, out=half, dtype=out.dtype)
-    np.tanh(half, out=out)
-    np.multiply(out, half, out=out)
-    np.add(out, half, out=out)
+    return run_all(_ufunc_into(np.multiply, (self, _HALF), half),
+                   functools.partial(np.tanh, half, out),
+                   functools.partial(np.multiply, out, half, out),
+                   functools.partial(np.add, out, half, out))
 
 
 _ZERO, _INF = f32(0), f32(math.inf)
 
 
-def relu(self: np.ndarray, *, out: np.ndarray) -> None:
+def relu(self: np.ndarray, *, out: np.ndarray) -> Bound:
     """max(x, 0); a float one as clip(x, 0, inf): numpy 2.4's maximum against a scalar runs
     without SIMD (3-4x the time of clip's), and clip gives the same nan, -0 and infinities."""
     if out.dtype.kind == "f":
-        np.clip(self, _ZERO, _INF, out=out, dtype=out.dtype)
-    else:
-        np.maximum(self, 0, out=out, dtype=out.dtype)
+        return _ufunc_into(CLIP, (self, _ZERO, _INF), out)
+    return _ufunc_into(np.maximum, (self, 0), out)
 
 
 def leaky_relu(self: np.ndarray, negative_slope: float = 0.01, *, out: np.ndarray,
-               scratch: np.ndarray | None = None) -> None:
+               scratch: np.ndarray | None = None) -> Bound:
     """x, times ``negative_slope`` where x < 0 (a bool mask in scratch)."""
     negative = Workspace(scratch).take(out.shape, np.bool_)
-    np.less(self, 0, out=negative)
-    np.copyto(out, self)
-    np.multiply(out, negative_slope, out=out, where=negative)
+
+    def run() -> None:
+        np.less(self, 0, negative)
+        np.copyto(out, self)
+        np.multiply(out, negative_slope, out, where=negative)
+
+    return run
 
 
 def elu(self: np.ndarray, alpha: Scalar = 1, scale: Scalar = 1, input_scale: Scalar = 1, *,
-        out: np.ndarray, scratch: np.ndarray | None = None) -> None:
+        out: np.ndarray, scratch: np.ndarray | None = None) -> Bound:
     """scale * x for x > 0, else alpha * scale * (exp(input_scale * x) - 1) (nan stays nan);
     the branch mask is in scratch, so ``out`` may be ``self``."""
     mask = Workspace(scratch).take(out.shape, np.bool_)
-    np.less_equal(self, 0, out=mask)
-    np.copyto(out, self)
-    np.multiply(out, input_scale, out=out, where=mask)
-    np.expm1(out, out=out, where=mask)
-    np.multiply(out, alpha * scale, out=out, where=mask)
-    if scale != 1:
-        np.logical_not(mask, out=mask)
-        np.multiply(out, scale, out=out, where=mask)
+
+    def run() -> None:
+        np.less_equal(self, 0, mask)
+        np.copyto(out, self)
+        np.multiply(out, input_scale, out, where=mask)
+        np.expm1(out, out, where=mask)
+        np.multiply(out, alpha * scale, out, where=mask)
+        if scale != 1:
+            np.logical_not(mask, mask)
+            np.multiply(out, scale, out, where=mask)
+
+    return run
 
 
 def hardtanh(self: np.ndarray, min_val: float = -1, max_val: float = 1, *,
-             out: np.ndarray) -> None:
-    np.clip(self, min_val, max_val, out=out)
+             out: np.ndarray) -> Bound:
+    return _ufunc_into(CLIP, (self, min_val, max_val), out)
 
 
 def clamp(self: np.ndarray, min: ArrayOrScalar | None = None,
-          max: ArrayOrScalar | None = None, *, out: np.ndarray) -> None:
+          max: ArrayOrScalar | None = None, *, out: np.ndarray) -> Bound:
     """min(max(x, min), max), for Scalar or Tensor bounds (either may be None)."""
-    np.clip(self, min, max, out=out)
+    if min is None or max is None:
+        return functools.partial(np.clip, self, min, max, out)
+    return _ufunc_into(CLIP, (self, min, max), out)
 
 
-_SIXTH = f32(1 / 6)  # a multiply is half the cost of a divide
+_SIX, _SIXTH = f32(6), f32(1 / 6)  # a multiply is half the cost of a divide
 
 
-def hardsigmoid(self: np.ndarray, *, out: np.ndarray) -> None:
+def hardsigmoid(self: np.ndarray, *, out: np.ndarray) -> Bound:
     """clamp(x + 3, 0, 6) / 6."""
-    np.add(self, _THREE, out=out, dtype=out.dtype)
-    np.clip(out, 0, 6, out=out)
-    np.multiply(out, _SIXTH, out=out)
+    return run_all(_ufunc_into(np.add, (self, _THREE), out),
+                   functools.partial(CLIP, out, _ZERO, _SIX, out),
+                   functools.partial(np.multiply, out, _SIXTH, out))
 
 
-def hardswish(self: np.ndarray, *, out: np.ndarray, scratch: np.ndarray | None = None) -> None:
+def hardswish(self: np.ndarray, *, out: np.ndarray, scratch: np.ndarray | None = None) -> Bound:
     """x * clamp(x + 3, 0, 6) / 6, the clamp in scratch so ``out`` may be ``self``."""
     gate = Workspace(scratch).take(out.shape, out.dtype)
-    np.add(self, _THREE, out=gate, dtype=out.dtype)
-    np.clip(gate, 0, 6, out=gate)
-    np.multiply(self, gate, out=out)
-    np.multiply(out, _SIXTH, out=out)
+    return run_all(_ufunc_into(np.add, (self, _THREE), gate),
+                   functools.partial(CLIP, gate, _ZERO, _SIX, gate),
+                   functools.partial(np.multiply, self, gate, out),
+                   functools.partial(np.multiply, out, _SIXTH, out))
 
 
 # Rational approximation of erf on [-4, 4] (odd numerator, even denominator), the float32
@@ -280,26 +288,31 @@ _ERF_Q = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03,
           -7.37332916720468e-03, -1.42647390514189e-02)
 
 
-def _horner(x2: np.ndarray, coeffs: tuple[float, ...], acc: np.ndarray) -> np.ndarray:
+def _horner(x2: np.ndarray, coeffs: tuple[float, ...], acc: np.ndarray) -> None:
     acc.fill(coeffs[0])
     for c in coeffs[1:]:
-        np.multiply(acc, x2, out=acc)
-        np.add(acc, c, out=acc)
-    return acc
+        np.multiply(acc, x2, acc)
+        np.add(acc, c, acc)
 
 
-def _erf(x: np.ndarray, out: np.ndarray, ws: Workspace) -> None:
-    """erf(x) into out (may be x) using two out-sized workspace regions (x^2, p then q)."""
-    np.clip(x, -4, 4, out=out, dtype=out.dtype)
+_MINUS_FOUR, _FOUR = f32(-4), f32(4)
+
+
+def erf(self: np.ndarray, *, out: np.ndarray, scratch: np.ndarray | None = None) -> Bound:
+    """erf in float32 (numpy has none), out may be self; x^2 and the numerator, then the
+    denominator, in two out-sized scratch regions."""
+    ws = Workspace(scratch)
     x2, acc = ws.take(out.shape, out.dtype), ws.take(out.shape, out.dtype)
-    np.square(out, out=x2)
-    np.multiply(out, _horner(x2, _ERF_P, acc), out=out)
-    np.divide(out, _horner(x2, _ERF_Q, acc), out=out)
 
+    def run() -> None:
+        CLIP(self, _MINUS_FOUR, _FOUR, out, dtype=out.dtype)
+        np.square(out, x2)
+        _horner(x2, _ERF_P, acc)
+        np.multiply(out, acc, out)
+        _horner(x2, _ERF_Q, acc)
+        np.divide(out, acc, out)
 
-def erf(self: np.ndarray, *, out: np.ndarray, scratch: np.ndarray | None = None) -> None:
-    """erf in float32 (numpy has none)."""
-    _erf(self, out, Workspace(scratch))
+    return run
 
 
 _SQRT_2_OVER_PI, _TANH_CUBIC = f32(math.sqrt(2 / math.pi)), f32(0.044715)
@@ -315,30 +328,37 @@ _GELU_Q = tuple(map(f32, (1.7563148471e-09, -1.3226807737e-07, 3.9647984263e-06,
 
 
 def gelu(self: np.ndarray, *, approximate: str = "none", out: np.ndarray,
-         scratch: np.ndarray | None = None) -> None:
+         scratch: np.ndarray | None = None) -> Bound:
     """x/2 (1 + erf(x / sqrt 2)) (see _GELU_Q); approximate="tanh": x/2 (1 + tanh(c (x +
     0.044715 x^3))). The bracket is built in scratch, so ``out`` may be ``self``."""
     ws = Workspace(scratch)
     t = ws.take(out.shape, out.dtype)
-    if approximate == "tanh":
-        np.square(self, out=t, dtype=out.dtype)
-        np.multiply(t, _TANH_CUBIC, out=t)
-        np.add(t, ONE, out=t)
-        np.multiply(t, self, out=t)
-        np.multiply(t, _SQRT_2_OVER_PI, out=t)
-    else:
-        square = ws.take(out.shape, out.dtype)
-        np.square(self, out=square, dtype=out.dtype)
-        np.multiply(square, _GELU_Q[0], out=t)
+    square = t if approximate == "tanh" else ws.take(out.shape, out.dtype)
+    dtype = out.dtype
+
+    def bracket() -> None:  # t = x Q(x^2), or c (x + 0.044715 x^3)
+        np.square(self, square, dtype=dtype)
+        if approximate == "tanh":
+            np.multiply(t, _TANH_CUBIC, t)
+            np.add(t, ONE, t)
+            np.multiply(t, self, t)
+            np.multiply(t, _SQRT_2_OVER_PI, t)
+            return
+        np.multiply(square, _GELU_Q[0], t)
         for c in _GELU_Q[1:-1]:
-            np.add(t, c, out=t)
-            np.multiply(t, square, out=t)
-        np.add(t, _GELU_Q[-1], out=t)
-        np.multiply(t, self, out=t)
-    np.tanh(t, out=t)
-    np.multiply(t, _HALF, out=t)  # halved before the product: x near float32's max stays finite
-    np.add(t, _HALF, out=t)
-    np.multiply(t, self, out=out)
+            np.add(t, c, t)
+            np.multiply(t, square, t)
+        np.add(t, _GELU_Q[-1], t)
+        np.multiply(t, self, t)
+
+    def run() -> None:
+        bracket()
+        np.tanh(t, t)
+        np.multiply(t, _HALF, t)  # halved before the product: x near float32's max stays finite
+        np.add(t, _HALF, t)
+        np.multiply(t, self, out)
+
+    return run
 
 
 def _gelu_scratch(self: np.ndarray, approximate: str = "none", **_: object) -> int:
@@ -465,15 +485,17 @@ def _blocks(a: np.ndarray) -> list[np.ndarray]:
     return [a[(*lead, slice(i, i + step))] for i in range(0, a.shape[axis], step)]
 
 
-def _in_blocks(fn: KernelFn, dtypes: frozenset[str], scratch: Callable[..., int],
+def _in_blocks(block: Callable[..., Bound], dtypes: frozenset[str], scratch: Callable[..., int],
                check: rules.Rule = _UNARY) -> Kernel:
-    """A unary chain of passes ``fn(self, ..., out, scratch)`` run block by block (``_blocks``):
-    1.5x faster for GELU's then 19 passes at 221k elements, and the scratch is one block's."""
+    """A unary chain of passes, prepared by ``block(self, ..., out, scratch)``, run block by
+    block (``_blocks``): 1.5x faster for GELU's then 19 passes at 221k elements, and the
+    scratch is one block's."""
 
-    @functools.wraps(fn)
+    @functools.wraps(block)
     def prepare(self: np.ndarray, *, out: np.ndarray, **args: object) -> Bound:
-        return run_all(*(functools.partial(fn, part, out=dst, **args)
-                         for part, dst in zip(_blocks(self), _blocks(out), strict=True)))
+        calls = [block(part, out=dst, **args)
+                 for part, dst in zip(_blocks(self), _blocks(out), strict=True)]
+        return calls[0] if len(calls) == 1 else run_all(*calls)
 
     def block_scratch(self: np.ndarray, **args: object) -> int:
         return scratch(_blocks(self)[0], **args)
@@ -527,21 +549,21 @@ KERNELS: dict[str, Kernel] = {
     "aten::round.out": _inplace(round_, NUMERIC, _UNARY),
     "aten::round.decimals_out": _inplace(round_, FLOAT, rules.all_of(_UNARY, _decimals)),
     "aten::sign.out": _inplace(sign, ALL, _UNARY),
-    "aten::rsqrt.out": _inplace(rsqrt, FLOAT, _FLOAT_RESULT),
+    "aten::rsqrt.out": _prepared(rsqrt, FLOAT, _FLOAT_RESULT),
     "aten::erf.out": _in_blocks(erf, FLOAT, like_self(2), _FLOAT_RESULT),
-    "aten::sigmoid.out": _inplace(sigmoid, FLOAT, _FLOAT_RESULT),
+    "aten::sigmoid.out": _prepared(sigmoid, FLOAT, _FLOAT_RESULT),
     "aten::silu.out": _in_blocks(silu, FLOAT, like_self(1)),
     "aten::gelu.out": _in_blocks(gelu, FLOAT, _gelu_scratch, rules.all_of(_UNARY, _approximate)),
-    "aten::relu.out": _inplace(relu, NUMERIC, _UNARY),
+    "aten::relu.out": _prepared(relu, NUMERIC, _UNARY),
     "aten::leaky_relu.out": _in_blocks(leaky_relu, FLOAT, like_self(1, "bool"),
                                        rules.all_of(_UNARY, rules.numbers("negative_slope"))),
     "aten::elu.out": _in_blocks(elu, FLOAT, like_self(1, "bool"), rules.all_of(
         _UNARY, rules.numbers("alpha", "scale", "input_scale"))),
-    "aten::hardtanh.out": _inplace(hardtanh, FLOAT,
-                                   rules.all_of(_UNARY, rules.numbers("min_val", "max_val"))),
-    "aten::hardsigmoid.out": _inplace(hardsigmoid, FLOAT, _UNARY),
+    "aten::hardtanh.out": _prepared(hardtanh, FLOAT,
+                                    rules.all_of(_UNARY, rules.numbers("min_val", "max_val"))),
+    "aten::hardsigmoid.out": _prepared(hardsigmoid, FLOAT, _UNARY),
     "aten::hardswish.out": _in_blocks(hardswish, FLOAT, like_self(1)),
-    "aten::clamp.out": _inplace(clamp, NUMERIC, _CLAMP),
-    "aten::clamp.Tensor_out": _inplace(clamp, NUMERIC, _CLAMP),
+    "aten::clamp.out": _prepared(clamp, NUMERIC, _CLAMP),
+    "aten::clamp.Tensor_out": _prepared(clamp, NUMERIC, _CLAMP),
     "aten::where.self_out": _inplace(where, ALL, _WHERE, _where_scratch),
 }

@@ -54,6 +54,7 @@ import numpy as np
 
 from runtime_py.kernels import Bound, Kernel, linalg, long_loops, nn, rules, run_all
 from runtime_py.kernels._common import (
+    CLIP,
     FLOAT,
     INT8,
     WORKSPACE_ALIGN,
@@ -140,7 +141,7 @@ def _store(acc: np.ndarray, zero_point: int, low: int, high: int, out: np.ndarra
     """out = clamp(acc + zero_point, low, high) (acc is modified; ``result``: the view of acc
     that out receives, acc itself by default)."""
     return run_all(functools.partial(np.add, acc, zero_point, out=acc),
-                     functools.partial(np.clip, acc, np.int64(low), np.int64(high), out=acc),
+                     functools.partial(CLIP, acc, np.int64(low), np.int64(high), acc),
                      functools.partial(np.copyto, out, acc if result is None else result,
                                        casting="unsafe"))
 
@@ -365,7 +366,7 @@ class _Requant:
                           functools.partial(np.add, v, self.offset2, out=v)]
         u8 = out.view(np.uint8)
         low, high = np.float64(self.low + _ZP), np.float64(self.high + _ZP)
-        calls += [functools.partial(np.clip, v, low, high, out=v),
+        calls += [functools.partial(CLIP, v, low, high, v),
                   functools.partial(np.copyto, u8, result(v), casting="unsafe"),
                   functools.partial(np.bitwise_xor, u8, np.uint8(0x80), out=u8)]
         return calls
@@ -458,7 +459,7 @@ def quantize_per_tensor(input: np.ndarray, scale: float, zero_point: int, quant_
 
         def to_even(o: np.ndarray, x: np.ndarray, v: np.ndarray, _: np.ndarray) -> None:
             np.multiply(x, inverse, out=v)
-            np.clip(v, low, high, out=v)
+            CLIP(v, low, high, v)
             np.rint(v, out=v)
             np.add(v, zero, out=v)
             np.copyto(o, v, casting="unsafe")
@@ -467,7 +468,7 @@ def quantize_per_tensor(input: np.ndarray, scale: float, zero_point: int, quant_
 
     def step(o: np.ndarray, x: np.ndarray, v: np.ndarray, t: np.ndarray) -> None:
         np.divide(x, scale, out=v)
-        np.clip(v, low, high, out=v)
+        CLIP(v, low, high, v)
         np.trunc(v, out=t)
         np.subtract(v, t, out=v)
         np.add(v, v, out=v)
@@ -1151,7 +1152,7 @@ def _scaled_to_even(acc: np.ndarray, tmp: np.ndarray, scale: np.float32, zero_po
                    functools.partial(np.multiply, work, scale, out=work),
                    functools.partial(np.rint, work, out=work),
                    functools.partial(np.add, work, np.float32(zero_point), out=work),
-                   functools.partial(np.clip, work, INT8_MIN, INT8_MAX, out=work),
+                   functools.partial(CLIP, work, INT8_MIN, INT8_MAX, work),
                    functools.partial(np.copyto, out, work, casting="unsafe"))
 
 
@@ -1209,10 +1210,9 @@ def _saturating_shift(x: np.ndarray, exponent: int) -> Bound:
     clamping x to +-2**(31 - exponent) first makes the out-of-range results +-2**31, which the
     final clamp saturates."""
     bound = 1 << (31 - exponent)
-    return run_all(functools.partial(np.clip, x, np.int64(-bound), np.int64(bound), out=x),
+    return run_all(functools.partial(CLIP, x, np.int64(-bound), np.int64(bound), x),
                      functools.partial(np.left_shift, x, exponent, out=x),
-                     functools.partial(np.clip, x, np.int64(-1 << 31), np.int64((1 << 31) - 1),
-                                       out=x))
+                     functools.partial(CLIP, x, np.int64(-1 << 31), np.int64((1 << 31) - 1), x))
 
 
 def _reciprocal(total: np.ndarray, row: dict[str, np.ndarray]) -> Bound:
