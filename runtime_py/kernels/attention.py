@@ -61,7 +61,7 @@ def _masking(scores: np.ndarray, attn_mask: np.ndarray | None, is_causal: bool,
         masked = ws.take(attn_mask.shape, np.bool_)
 
         def hide() -> None:
-            np.logical_not(attn_mask, out=masked)
+            np.logical_not(attn_mask, masked)
             np.copyto(scores, -np.inf, where=masked)
 
         return hide
@@ -69,7 +69,7 @@ def _masking(scores: np.ndarray, attn_mask: np.ndarray | None, is_causal: bool,
         bias = attn_mask
 
     def add() -> None:
-        np.add(scores, bias, out=scores)
+        np.add(scores, bias, scores)
 
     return add
 

@@ -137,7 +137,7 @@ def div_mode(self: ArrayOrScalar, other: ArrayOrScalar, *, rounding_mode: str | 
     else:
         np.true_divide(self, other, out=out, dtype=out.dtype)
         if rounding_mode == "trunc":
-            np.trunc(out, out=out)
+            np.trunc(out, out)
 
 
 def pow_(self: ArrayOrScalar, exponent: ArrayOrScalar, *, out: np.ndarray) -> None:
@@ -153,14 +153,14 @@ def _power(self: np.ndarray, exponent: ArrayOrScalar, *, out: np.ndarray) -> Bou
     ``self`` gets numpy's power)."""
     if (self.dtype == out.dtype and out.dtype.kind == "f" and np.ndim(exponent) == 0
             and exponent in (2, 3) and not np.may_share_memory(self, out)):
-        square = functools.partial(np.multiply, self, self, out=out)
+        square = functools.partial(np.multiply, self, self, out)
         return square if exponent == 2 else run_all(
-            square, functools.partial(np.multiply, out, self, out=out))
+            square, functools.partial(np.multiply, out, self, out))
     return functools.partial(pow_, self, exponent, out=out)
 
 
 def logical_not(self: np.ndarray, *, out: np.ndarray) -> None:
-    np.logical_not(self, out=out)
+    np.logical_not(self, out)
 
 
 def round_(self: np.ndarray, *, decimals: int = 0, out: np.ndarray) -> None:
@@ -176,8 +176,8 @@ def sign(self: np.ndarray, *, out: np.ndarray) -> None:
         return
     np.sign(self, out=out, dtype=out.dtype)
     if out.dtype.kind == "f":
-        np.fmin(out, 2, out=out)
-        np.fmod(out, 2, out=out)
+        np.fmin(out, 2, out)
+        np.fmod(out, 2, out)
 
 
 _HALF, _THREE = f32(0.5), f32(3)
@@ -370,7 +370,7 @@ def where(condition: np.ndarray, self: ArrayOrScalar, other: ArrayOrScalar, *,
     """self where condition else other; ``out`` may be any input (a bool mask in scratch)."""
     if np.may_share_memory(out, self):  # self is in place already: fill where not condition
         keep = Workspace(scratch).take(out.shape, np.bool_)
-        np.logical_not(condition, out=keep)
+        np.logical_not(condition, keep)
         np.copyto(out, other, where=keep)
         return
     if np.may_share_memory(out, condition):

@@ -101,13 +101,13 @@ def _lookup(self: np.ndarray, terms: Sequence[Term], kept: dict[int, int], out: 
             n = self.shape[d]
             if _check(index, n, negative):
                 np.remainder(index, n, out=part, dtype=np.int64)
-                np.multiply(part, steps[d], out=part)
+                np.multiply(part, steps[d], part)
             else:
                 np.multiply(index, steps[d], out=part, dtype=np.int64)
             if part is not offsets:
-                np.add(offsets, part, out=offsets)
+                np.add(offsets, part, offsets)
         for ramp in ramps:
-            np.add(offsets, ramp, out=offsets)
+            np.add(offsets, ramp, offsets)
         np.take(flat, offsets, out=out, mode="clip")
 
     return run
@@ -310,7 +310,7 @@ def _argsort(x: np.ndarray, dim: int, descending: bool) -> tuple[np.ndarray, np.
         order = np.argsort(x, axis=dim, kind="stable")
         return order, order
     order = np.argsort(np.flip(x, dim), axis=dim, kind="stable")
-    np.subtract(x.shape[dim] - 1, order, out=order)
+    np.subtract(x.shape[dim] - 1, order, order)
     return np.flip(order, dim), order
 
 

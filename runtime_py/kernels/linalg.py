@@ -191,7 +191,7 @@ def addmm(self: np.ndarray, mat1: np.ndarray, mat2: np.ndarray, *, beta: Scalar 
     if beta == 1:  # self in out's shape where it only lacks leading 1s: numpy's fast path
         calls.append(functools.partial(np.add, out, out_shaped(self, out), out))
     elif beta != 0:  # rare: a self-sized temporary for the scaled operand
-        calls.append(lambda: np.add(out, np.multiply(self, beta), out=out))
+        calls.append(lambda: np.add(out, np.multiply(self, beta), out))
     return calls[0] if len(calls) == 1 else run_all(*calls)
 
 

@@ -320,10 +320,10 @@ def tap_mac(fill: Bound, taps: Sequence[np.ndarray], weights: Sequence[np.ndarra
 
     def run() -> None:
         fill()
-        np.multiply(first, w0, out=acc)
+        np.multiply(first, w0, acc)
         for tap, wt in rest:
-            np.multiply(tap, wt, out=prod)
-            np.add(acc, prod, out=acc)
+            np.multiply(tap, wt, prod)
+            np.add(acc, prod, acc)
 
     return run
 
@@ -570,8 +570,8 @@ def max_pool2d_with_indices(self: np.ndarray, kernel_size: IntList, stride: IntL
     np.add(_first_valid(rows, win.dilation[0])[:, None] * width,
            _first_valid(cols, win.dilation[1]), out=indices)
     for i, j, tap in win.taps(_pad(x, win.pads(x.shape[2:]), _lowest(x.dtype), ws)):
-        np.greater(tap, out, out=take)
-        np.logical_or(take, np.isnan(tap, out=nan), out=take)
+        np.greater(tap, out, take)
+        np.logical_or(take, np.isnan(tap, out=nan), take)
         np.copyto(out, tap, where=take)
         np.add(((rows + i * win.dilation[0]) * width)[:, None], cols + j * win.dilation[1],
                out=tap_index)
@@ -818,7 +818,7 @@ def _standardize(input: np.ndarray, out: np.ndarray, mean: np.ndarray, rstd: np.
         np.copyto(out, input)
         means()
         np.subtract(rows, mean, rows)
-        np.vecdot(rows, rows, out=var)
+        np.vecdot(rows, rows, var)
         np.divide(var, size, var)
         np.add(var, eps, var)
         np.sqrt(var, var)
@@ -878,7 +878,7 @@ def adaptive_avg_pool2d(self: np.ndarray, output_size: IntList, *, out: np.ndarr
     def run() -> None:
         for window, dst in sums:
             np.add.reduce(window, axis=(-2, -1), out=dst)
-        np.divide(out, divisor, out=out)
+        np.divide(out, divisor, out)
 
     return run
 

@@ -119,28 +119,28 @@ def _rescale(acc: np.ndarray, multiplier: np.ndarray | int, shift: np.ndarray | 
     m, s = np.asarray(multiplier, np.int64), np.asarray(shift, np.int64)
     if rounding == "single":
         total = 31 - s
-        return run_all(functools.partial(np.multiply, acc, m, out=acc),
-                         functools.partial(np.add, acc, np.left_shift(1, total - 1), out=acc),
-                         functools.partial(np.right_shift, acc, total, out=acc))
+        return run_all(functools.partial(np.multiply, acc, m, acc),
+                         functools.partial(np.add, acc, np.left_shift(1, total - 1), acc),
+                         functools.partial(np.right_shift, acc, total, acc))
     if rounding != "double":
         raise ValueError(f"rounding {rounding!r}: 'double' or 'single'")
     left, right = np.maximum(s, 0), np.maximum(-s, 0)
-    steps = [functools.partial(np.left_shift, acc, left, out=acc)] if left.any() else []
-    return run_all(*steps, functools.partial(np.multiply, acc, m, out=acc),
-                     functools.partial(np.add, acc, 1 << 30, out=acc),
-                     functools.partial(np.right_shift, acc, 30, out=acc),
-                     functools.partial(np.bitwise_and, acc, -2, out=acc),
-                     functools.partial(np.right_shift, acc, 63, out=tmp),
-                     functools.partial(np.add, acc, tmp, out=acc),
-                     functools.partial(np.add, acc, np.left_shift(1, right), out=acc),
-                     functools.partial(np.right_shift, acc, right + 1, out=acc))
+    steps = [functools.partial(np.left_shift, acc, left, acc)] if left.any() else []
+    return run_all(*steps, functools.partial(np.multiply, acc, m, acc),
+                     functools.partial(np.add, acc, 1 << 30, acc),
+                     functools.partial(np.right_shift, acc, 30, acc),
+                     functools.partial(np.bitwise_and, acc, -2, acc),
+                     functools.partial(np.right_shift, acc, 63, tmp),
+                     functools.partial(np.add, acc, tmp, acc),
+                     functools.partial(np.add, acc, np.left_shift(1, right), acc),
+                     functools.partial(np.right_shift, acc, right + 1, acc))
 
 
 def _store(acc: np.ndarray, zero_point: int, low: int, high: int, out: np.ndarray,
            result: np.ndarray | None = None) -> Bound:
     """out = clamp(acc + zero_point, low, high) (acc is modified; ``result``: the view of acc
     that out receives, acc itself by default)."""
-    return run_all(functools.partial(np.add, acc, zero_point, out=acc),
+    return run_all(functools.partial(np.add, acc, zero_point, acc),
                      functools.partial(CLIP, acc, np.int64(low), np.int64(high), acc),
                      functools.partial(np.copyto, out, acc if result is None else result,
                                        casting="unsafe"))
@@ -332,7 +332,7 @@ class _Requant:
             acc = buf["acc"]
             calls = [] if src is acc else [functools.partial(np.copyto, acc, src,
                                                              casting="unsafe")]
-            calls += [functools.partial(np.add, acc, channel(self.bias), out=acc),
+            calls += [functools.partial(np.add, acc, channel(self.bias), acc),
                       _rescale(acc, channel(self.multiplier), channel(self.shift),
                                self.rounding, buf["tmp"]),
                       _store(acc, self.zero_point, self.low, self.high, out, result(acc))]
@@ -340,35 +340,35 @@ class _Requant:
         v = buf["v"]
         calls = [] if src is v else [functools.partial(np.copyto, v, src)]
         if not self.folded:
-            calls.append(functools.partial(np.add, v, channel(self.fbias), out=v))
+            calls.append(functools.partial(np.add, v, channel(self.fbias), v))
         if self.mode == "even32":  # float32(acc) * scale, rounded to even
             w = buf["w"].reshape(-1).view(np.float32)[:v.size].reshape(v.shape)
             calls += [functools.partial(np.copyto, w, v, casting="same_kind"),
-                      functools.partial(np.multiply, w, channel(self.scale), out=w),
-                      functools.partial(np.rint, w, out=w),
+                      functools.partial(np.multiply, w, channel(self.scale), w),
+                      functools.partial(np.rint, w, w),
                       functools.partial(np.copyto, v, w),
-                      functools.partial(np.add, v, np.float64(self.zero_point + _ZP), out=v)]
+                      functools.partial(np.add, v, np.float64(self.zero_point + _ZP), v)]
         elif not scaled:
-            calls.append(functools.partial(np.multiply, v, channel(self.scale), out=v))
+            calls.append(functools.partial(np.multiply, v, channel(self.scale), v))
         if self.mode == "round":  # std::round(acc * scale): trunc(v) + trunc(2 * frac(v))
             w = buf["w"]
             calls += [functools.partial(np.modf, v, out=(v, w)),
-                      functools.partial(np.add, v, v, out=v),
-                      functools.partial(np.trunc, v, out=v),
-                      functools.partial(np.add, v, w, out=v),
-                      functools.partial(np.add, v, np.float64(self.zero_point + _ZP), out=v)]
+                      functools.partial(np.add, v, v, v),
+                      functools.partial(np.trunc, v, v),
+                      functools.partial(np.add, v, w, v),
+                      functools.partial(np.add, v, np.float64(self.zero_point + _ZP), v)]
         elif self.mode != "even32":
             if not scaled:
-                calls.append(functools.partial(np.add, v, channel(self.offset), out=v))
+                calls.append(functools.partial(np.add, v, channel(self.offset), v))
             if self.mode == "floor2":
-                calls += [functools.partial(np.floor, v, out=v),
-                          functools.partial(np.multiply, v, channel(self.scale2), out=v),
-                          functools.partial(np.add, v, self.offset2, out=v)]
+                calls += [functools.partial(np.floor, v, v),
+                          functools.partial(np.multiply, v, channel(self.scale2), v),
+                          functools.partial(np.add, v, self.offset2, v)]
         u8 = out.view(np.uint8)
         low, high = np.float64(self.low + _ZP), np.float64(self.high + _ZP)
         calls += [functools.partial(CLIP, v, low, high, v),
                   functools.partial(np.copyto, u8, result(v), casting="unsafe"),
-                  functools.partial(np.bitwise_xor, u8, np.uint8(0x80), out=u8)]
+                  functools.partial(np.bitwise_xor, u8, np.uint8(0x80), u8)]
         return calls
 
 
@@ -458,23 +458,23 @@ def quantize_per_tensor(input: np.ndarray, scale: float, zero_point: int, quant_
         inverse = np.float32(1) / scale
 
         def to_even(o: np.ndarray, x: np.ndarray, v: np.ndarray, _: np.ndarray) -> None:
-            np.multiply(x, inverse, out=v)
+            np.multiply(x, inverse, v)
             CLIP(v, low, high, v)
-            np.rint(v, out=v)
-            np.add(v, zero, out=v)
+            np.rint(v, v)
+            np.add(v, zero, v)
             np.copyto(o, v, casting="unsafe")
 
         return _loop(_pieces(out, [input], [buf["v"], buf["t"]], buf["v"].size), to_even)
 
     def step(o: np.ndarray, x: np.ndarray, v: np.ndarray, t: np.ndarray) -> None:
-        np.divide(x, scale, out=v)
+        np.divide(x, scale, v)
         CLIP(v, low, high, v)
-        np.trunc(v, out=t)
-        np.subtract(v, t, out=v)
-        np.add(v, v, out=v)
-        np.trunc(v, out=v)
-        np.add(t, v, out=t)
-        np.add(t, zero, out=t)
+        np.trunc(v, t)
+        np.subtract(v, t, v)
+        np.add(v, v, v)
+        np.trunc(v, v)
+        np.add(t, v, t)
+        np.add(t, zero, t)
         np.copyto(o, t, casting="unsafe")
 
     return _loop(_pieces(out, [input], [buf["v"], buf["t"]], buf["v"].size), step)
@@ -500,8 +500,8 @@ def dequantize_per_tensor(input: np.ndarray, scale: float, zero_point: int, quan
 
     def step(o: np.ndarray, x: np.ndarray) -> None:
         np.copyto(o, x)
-        np.subtract(o, zero, out=o)
-        np.multiply(o, factor, out=o)
+        np.subtract(o, zero, o)
+        np.multiply(o, factor, o)
 
     return _loop(_pieces(out, [input], [], BLOCK), step)
 
@@ -518,7 +518,7 @@ def dequantize_per_channel(input: np.ndarray, scales: np.ndarray,
     if zero_points is not None:
         steps.append(functools.partial(np.subtract, out,
                                        zero_points.astype(np.float32).reshape(shape), out=out))
-    return run_all(*steps, functools.partial(np.multiply, out, scales.reshape(shape), out=out))
+    return run_all(*steps, functools.partial(np.multiply, out, scales.reshape(shape), out))
 
 
 # -- convolution and fully connected --------------------------------------------------------------
@@ -754,11 +754,11 @@ def _chunk_sums(gemms: Sequence[Bound], part: np.ndarray, buf: dict[str, np.ndar
             calls += [gemm, functools.partial(np.copyto, tmp if i else acc, part,
                                               casting="unsafe")]
             if i:
-                calls.append(functools.partial(np.add, acc, tmp, out=acc))
+                calls.append(functools.partial(np.add, acc, tmp, acc))
         return calls
     v = buf["v"]
     for i, gemm in enumerate(gemms):
-        calls += [gemm, functools.partial(np.add, v, part, out=v) if i else
+        calls += [gemm, functools.partial(np.add, v, part, v) if i else
                   functools.partial(np.copyto, v, part)]
     return calls
 
@@ -1091,12 +1091,12 @@ def avg_pool2d_int8(self: np.ndarray, kernel_size: IntList, stride: IntList, pad
         self.shape[-2:], *_pool_geometry(kernel_size, stride, padding), out.shape[-2:],
         strict=True)))
     return run_all(pool, functools.partial(np.copyto, acc, sums, casting="unsafe"),
-                     functools.partial(np.right_shift, acc, 63, out=sign),
-                     functools.partial(np.abs, acc, out=acc),
-                     functools.partial(np.add, acc, counts // 2, out=acc),
-                     functools.partial(np.floor_divide, acc, counts, out=acc),
-                     functools.partial(np.bitwise_xor, acc, sign, out=acc),
-                     functools.partial(np.subtract, acc, sign, out=acc),
+                     functools.partial(np.right_shift, acc, 63, sign),
+                     functools.partial(np.abs, acc, acc),
+                     functools.partial(np.add, acc, counts // 2, acc),
+                     functools.partial(np.floor_divide, acc, counts, acc),
+                     functools.partial(np.bitwise_xor, acc, sign, acc),
+                     functools.partial(np.subtract, acc, sign, acc),
                      _store(acc, 0, activation_min, activation_max, out))
 
 
@@ -1132,7 +1132,7 @@ def mean_int8(self: np.ndarray, dim: Sequence[int], keepdim: bool, input_zero_po
     acc, tmp = _take(scratch, _mean_regions(self.shape, dim)).values()
     axes = tuple(d % self.ndim for d in dim)
     sums = (functools.partial(np.sum, self, axis=axes, dtype=np.int64, out=acc, keepdims=True),
-            functools.partial(np.subtract, acc, input_zero_point * count, out=acc))
+            functools.partial(np.subtract, acc, input_zero_point * count, acc))
     if rounding == "xnnpack":
         return run_all(*sums, _scaled_to_even(acc.reshape(out.shape), tmp.reshape(out.shape),
                                               np.float32(effective_scale) / np.float32(count),
@@ -1149,9 +1149,9 @@ def _scaled_to_even(acc: np.ndarray, tmp: np.ndarray, scale: np.float32, zero_po
     requantization); ``tmp``: an int64 array of acc's shape, viewed as float32 scratch."""
     work = tmp.reshape(-1).view(np.float32)[:acc.size].reshape(acc.shape)
     return run_all(functools.partial(np.copyto, work, acc, casting="unsafe"),
-                   functools.partial(np.multiply, work, scale, out=work),
-                   functools.partial(np.rint, work, out=work),
-                   functools.partial(np.add, work, np.float32(zero_point), out=work),
+                   functools.partial(np.multiply, work, scale, work),
+                   functools.partial(np.rint, work, work),
+                   functools.partial(np.add, work, np.float32(zero_point), work),
                    functools.partial(CLIP, work, INT8_MIN, INT8_MAX, work),
                    functools.partial(np.copyto, out, work, casting="unsafe"))
 
@@ -1200,9 +1200,9 @@ def _lookup_scratch(self: np.ndarray, budget: int | None = None, **_: object) ->
 def _srdhm(a: np.ndarray, b: np.ndarray | int, out: np.ndarray) -> Bound:
     """out = SaturatingRoundingDoublingHighMul(a, b) = (a * b + 2**30) >> 31 (never both
     -2**31 here)."""
-    return run_all(functools.partial(np.multiply, a, b, out=out),
-                     functools.partial(np.add, out, 1 << 30, out=out),
-                     functools.partial(np.right_shift, out, 31, out=out))
+    return run_all(functools.partial(np.multiply, a, b, out),
+                     functools.partial(np.add, out, 1 << 30, out),
+                     functools.partial(np.right_shift, out, 31, out))
 
 
 def _saturating_shift(x: np.ndarray, exponent: int) -> Bound:
@@ -1211,7 +1211,7 @@ def _saturating_shift(x: np.ndarray, exponent: int) -> Bound:
     final clamp saturates."""
     bound = 1 << (31 - exponent)
     return run_all(functools.partial(CLIP, x, np.int64(-bound), np.int64(bound), x),
-                     functools.partial(np.left_shift, x, exponent, out=x),
+                     functools.partial(np.left_shift, x, exponent, x),
                      functools.partial(CLIP, x, np.int64(-1 << 31), np.int64((1 << 31) - 1), x))
 
 
@@ -1224,19 +1224,19 @@ def _reciprocal(total: np.ndarray, row: dict[str, np.ndarray]) -> Bound:
     steps = [functools.partial(np.copyto, row["float"], total),
              functools.partial(np.frexp, row["float"], out=(row["float"], row["bits"])),
              functools.partial(np.copyto, shift, row["bits"]),
-             functools.partial(np.subtract, 32, shift, out=shift),  # headroom + 1
-             functools.partial(np.left_shift, total, shift, out=a),
-             functools.partial(np.subtract, a, 1 << 31, out=a),  # x - 1 in Q0.31, >= 0
-             functools.partial(np.add, a, 1 << 31, out=hd),  # RoundingHalfSum(a, One)
-             functools.partial(np.right_shift, hd, 1, out=hd),
+             functools.partial(np.subtract, 32, shift, shift),  # headroom + 1
+             functools.partial(np.left_shift, total, shift, a),
+             functools.partial(np.subtract, a, 1 << 31, a),  # x - 1 in Q0.31, >= 0
+             functools.partial(np.add, a, 1 << 31, hd),  # RoundingHalfSum(a, One)
+             functools.partial(np.right_shift, hd, 1, hd),
              _srdhm(hd, -1010580540, x),  # -32/17
-             functools.partial(np.add, x, 1515870810, out=x)]  # 48/17
+             functools.partial(np.add, x, 1515870810, x)]  # 48/17
     for _ in range(3):
-        steps += [_srdhm(hd, x, t), functools.partial(np.subtract, 1 << 29, t, out=t),
+        steps += [_srdhm(hd, x, t), functools.partial(np.subtract, 1 << 29, t, t),
                   _srdhm(x, t, t), _saturating_shift(t, 2),
-                  functools.partial(np.add, x, t, out=x)]
+                  functools.partial(np.add, x, t, x)]
     steps += [_saturating_shift(x, 1),
-              functools.partial(np.subtract, 35, shift, out=shift),
+              functools.partial(np.subtract, 35, shift, shift),
               functools.partial(np.left_shift, 1, shift, out=row["half"]),
               functools.partial(np.right_shift, row["half"], 1, out=row["half"])]
     return run_all(*steps)
@@ -1264,15 +1264,15 @@ def softmax_int8(self: np.ndarray, dim: int, table: np.ndarray, *, out: np.ndarr
         functools.partial(np.maximum.reduce, self, axis=dim, keepdims=True, out=buf["top8"]),
         functools.partial(np.copyto, top, buf["top8"]),
         functools.partial(np.copyto, index, self),
-        functools.partial(np.subtract, top, index, out=index),
+        functools.partial(np.subtract, top, index, index),
         functools.partial(np.take, exps, index, out=value, mode="wrap"),
-        functools.partial(np.add, value, 1 << 11, out=index),  # Rescale<12>: e >= 0
-        functools.partial(np.right_shift, index, 12, out=index),
+        functools.partial(np.add, value, 1 << 11, index),  # Rescale<12>: e >= 0
+        functools.partial(np.right_shift, index, 12, index),
         functools.partial(np.sum, index, axis=dim, keepdims=True, out=total),
         _reciprocal(total, buf),
         _srdhm(value, buf["scale"], value),
-        functools.partial(np.add, value, buf["half"], out=value),
-        functools.partial(np.right_shift, value, buf["shift"], out=value),
+        functools.partial(np.add, value, buf["half"], value),
+        functools.partial(np.right_shift, value, buf["shift"], value),
         _store(value, INT8_MIN, INT8_MIN, INT8_MAX, out))
 
 

@@ -146,8 +146,8 @@ def _variance(self: np.ndarray, dim: Sequence[int] | None, correction: float | N
     var_k, mean_k = _kept(self, axis, var), _kept(self, axis, mean)
     dev = Workspace(scratch).take(self.shape, var.dtype)
     np.mean(self, axis=axis, keepdims=True, out=mean_k)
-    np.subtract(self, mean_k, out=dev)
-    np.square(dev, out=dev)
+    np.subtract(self, mean_k, dev)
+    np.square(dev, dev)
     np.add.reduce(dev, axis=axis, keepdims=True, out=var_k)
     n = self.size // max(1, var.size)
     np.divide(var_k, max(0, n - (1 if correction is None else correction)), out=var_k)
@@ -177,10 +177,10 @@ def linalg_vector_norm(self: np.ndarray, ord: float = 2, dim: Sequence[int] | No
     del dtype  # the out dtype (float32)
     axis, terms = reduce_axes(dim), Workspace(scratch).take(self.shape, out.dtype)
     if ord == 0:
-        np.not_equal(self, 0, out=terms)
+        np.not_equal(self, 0, terms)
         np.add.reduce(terms, axis=axis, keepdims=keepdim, out=out)
         return
-    np.abs(self, out=terms)
+    np.abs(self, terms)
     if math.isinf(ord):
         extremum = np.maximum if ord > 0 else np.minimum
         extremum.reduce(terms, axis=axis, keepdims=keepdim, out=out)
@@ -193,11 +193,11 @@ def linalg_vector_norm(self: np.ndarray, ord: float = 2, dim: Sequence[int] | No
 def _power(x: np.ndarray, p: float) -> None:
     """x **= p in place (as torch: x * x for 2, sqrt for 1/2)."""
     if p == 2:
-        np.square(x, out=x)
+        np.square(x, x)
     elif p == 0.5:
-        np.sqrt(x, out=x)
+        np.sqrt(x, x)
     elif p != 1:
-        np.power(x, p, out=x)
+        np.power(x, p, x)
 
 
 def _rows_along(self: np.ndarray, dim: int, out: np.ndarray) -> tuple[np.ndarray, np.ndarray,
@@ -226,15 +226,15 @@ def _softmax(self: np.ndarray, dim: int, out: np.ndarray, scratch: np.ndarray | 
     def run() -> None:
         np.copyto(out, self)
         np.maximum.reduce(rows, axis=-1, keepdims=True, out=stat)
-        np.subtract(rows, stat, out=rows)
-        np.exp(rows, out=exp)
+        np.subtract(rows, stat, rows)
+        np.exp(rows, exp)
         row_sums()
         if log:
-            np.log(stat, out=stat)
-            np.subtract(rows, stat, out=rows)
+            np.log(stat, stat)
+            np.subtract(rows, stat, rows)
         else:
-            np.reciprocal(stat, out=stat)
-            np.multiply(rows, stat, out=rows)
+            np.reciprocal(stat, stat)
+            np.multiply(rows, stat, rows)
 
     return run
 

@@ -2,38 +2,54 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
 
-from runtime_py.kernels import Kernel, rules
+from runtime_py.kernels import Bound, Kernel, rules
 from runtime_py.kernels._common import ALL, INT8
 
 
-def clone(self: np.ndarray, *, memory_format: str | None = None, out: np.ndarray) -> None:
+def clone(self: np.ndarray, *, memory_format: str | None = None, out: np.ndarray) -> Bound:
     """Contiguous copy (out is always C-contiguous, whatever memory_format asks)."""
     del memory_format
-    np.copyto(out, self)
+    return functools.partial(np.copyto, out, self)
 
 
 def to_copy(self: np.ndarray, *, non_blocking: bool = False, memory_format: str | None = None,
-            out: np.ndarray) -> None:
+            out: np.ndarray) -> Bound:
     """Copy converted to out's dtype (float -> int truncates toward zero, as torch)."""
     del non_blocking, memory_format
-    np.copyto(out, self, casting="unsafe")
+    return _converted(self, out)
 
 
 def copy(self: np.ndarray, src: np.ndarray, non_blocking: bool = False, *,
-         out: np.ndarray) -> None:
+         out: np.ndarray) -> Bound:
     """``src`` broadcast to ``self``'s shape and converted to its dtype."""
     del self, non_blocking  # self only fixes the out shape/dtype
-    np.copyto(out, src, casting="unsafe")
+    return _converted(src, out)
 
 
-def cat(tensors: Sequence[np.ndarray], dim: int = 0, *, out: np.ndarray) -> None:
+def _converted(src: np.ndarray, out: np.ndarray) -> Bound:
+    """The call copying ``src`` into ``out`` in out's dtype (a plain copy where they agree)."""
+    if src.dtype == out.dtype:
+        return functools.partial(np.copyto, out, src)
+
+    def run() -> None:
+        np.copyto(out, src, casting="unsafe")
+
+    return run
+
+
+def cat(tensors: Sequence[np.ndarray], dim: int = 0, *, out: np.ndarray) -> Bound:
     """Concatenate along ``dim``; legacy 1-D empty tensors are skipped, as torch does."""
     parts = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)] or list(tensors)
-    np.concatenate(parts, axis=dim, out=out, casting="same_kind")
+
+    def run() -> None:
+        np.concatenate(parts, axis=dim, out=out, casting="same_kind")
+
+    return run
 
 
 def _check_to_copy(self: np.ndarray, *, out: np.ndarray, **_: object) -> None:
@@ -69,8 +85,10 @@ def _check_cat(tensors: Sequence[np.ndarray], dim: int = 0, *, out: np.ndarray,
 
 
 KERNELS: dict[str, Kernel] = {
-    "aten::clone.out": Kernel(clone, ALL | INT8, inplace=True, check=rules.elementwise("self")),
-    "aten::_to_copy.out": Kernel(to_copy, ALL | INT8, inplace=True, check=_check_to_copy),
-    "aten::copy.out": Kernel(copy, ALL, inplace=True, check=_check_copy),
-    "aten::cat.out": Kernel(cat, ALL | INT8, check=_check_cat),
+    "aten::clone.out": Kernel.prepared(clone, ALL | INT8, inplace=True,
+                                       check=rules.elementwise("self")),
+    "aten::_to_copy.out": Kernel.prepared(to_copy, ALL | INT8, inplace=True,
+                                          check=_check_to_copy),
+    "aten::copy.out": Kernel.prepared(copy, ALL, inplace=True, check=_check_copy),
+    "aten::cat.out": Kernel.prepared(cat, ALL | INT8, check=_check_cat),
 }
