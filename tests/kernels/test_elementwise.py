@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 import torch
@@ -459,3 +461,34 @@ def test_small_constants_are_tiled_to_out(operand: np.ndarray, out_shape: tuple[
         np.testing.assert_array_equal(shaped, np.broadcast_to(operand, out_shape))
     out.fill(1)
     assert np.array_equal(np.add(out, shaped), np.add(out, operand))
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div"])
+@pytest.mark.parametrize("where", ["scratch", "out", "in place, no scratch"])
+@pytest.mark.parametrize("gate_first", [False, True])
+def test_short_row_broadcast_is_expanded_first(op: str, where: str, gate_first: bool) -> None:
+    """A (C, 1, 1) activation over (C, H, W) rows shorter than SHORT_ROW (a squeeze-excite
+    gate) is expanded by an outer product, in scratch (as exported: the kernel asks for it) or
+    in a fresh out, then combined at numpy's same-shape speed; in place without scratch it is
+    numpy's broadcast. The values are the broadcast's, bit for bit, in either operand order."""
+    kernel = KERNELS[f"aten::{op}.out"]
+    maps, gate = random((1, 64, 3, 3)).numpy(), random((1, 64, 1, 1)).numpy() + 1
+    args = {"self": gate, "other": maps} if gate_first else {"self": maps, "other": gate}
+    expected = {"add": np.add, "sub": np.subtract, "mul": np.multiply,
+                "div": np.true_divide}[op](args["self"], args["other"])
+    need = kernel.scratch(**args)
+    assert need >= expected.nbytes and kernel.scratch(**args, budget=need - 1) == 0
+    out = maps if where == "in place, no scratch" else np.empty_like(maps)
+    scratch = np.zeros(need, np.uint8) if where == "scratch" else None
+    call = kernel.bind({**args, "out": out, "scratch": scratch})
+    call()
+    np.testing.assert_array_equal(out, expected)
+    assert isinstance(call, functools.partial) == (where == "in place, no scratch")
+
+
+@pytest.mark.parametrize(("maps", "gate"), [((1, 64, 16, 16), (1, 64, 1, 1)),  # long rows
+                                            ((1, 8, 3, 3), (1, 8, 1, 1)),  # few rows
+                                            ((1, 64, 3, 3), (1, 1, 3, 3))])  # leading dims
+def test_other_broadcasts_ask_no_scratch(maps: tuple[int, ...], gate: tuple[int, ...]) -> None:
+    assert KERNELS["aten::mul.out"].scratch(self=random(maps).numpy(),
+                                            other=random(gate).numpy()) == 0
