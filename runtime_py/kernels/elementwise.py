@@ -67,25 +67,28 @@ def _ufunc_into(ufunc: np.ufunc, operands: tuple[ArrayOrScalar, ...], out: np.nd
 
 # A float32 operand broadcast over rows of fewer than SHORT_ROW trailing elements ((C, 1, 1)
 # over (C, H, W): a squeeze-excite gate), at least MIN_ROWS of them, is first expanded into
-# out by one BLAS outer product with a row of ones (exact: x * 1), then combined with the other
-# operand at numpy's same-shape speed. numpy's broadcast pays its inner-loop setup per row
-# (one core, gate times maps: (576, 9) 8.7 -> 2.1 us, (240, 36) 9.0 -> 2.5, (96, 36) 3.6 ->
-# 1.5, (72, 144) 3.1 -> 2.7; (32, 256) 1.9 -> 2.3 and (16, 576) 1.5 -> 2.5 lose).
+# scratch (or out) by one BLAS outer product with a row of ones (exact: x * 1), then combined
+# with the other operand at numpy's same-shape speed. With the kernels' UFUNC_BUFSIZE (32, so
+# numpy allocates no buffers) numpy broadcasts such rows buffered, paying per row (one core,
+# gate times maps: (576, 9) 8.7 -> 2.1 us, (240, 36) 9.0 -> 2.5, (96, 36) 3.6 -> 1.5, (72,
+# 144) 3.1 -> 2.7; (32, 256) 1.9 -> 2.3 and (16, 576) 1.5 -> 2.5 lose). With 512-element
+# buffers, which numpy allocates per call, the broadcast takes 2.6 us at (576, 9) (so the
+# attention kernel, run with those, gains nothing from it).
 SHORT_ROW, MIN_ROWS = 160, 32
 
 
 def _expanded(ufunc: np.ufunc, operands: tuple[np.ndarray, ...], out: np.ndarray,
-              scratch: np.ndarray | None) -> Bound | None:
+             scratch: np.ndarray | None) -> Bound | None:
     """The call computing a binary float32 ``ufunc`` with one operand expanded first
-    (SHORT_ROW) into ``scratch`` (``_expand_scratch`` bytes), or without one into ``out`` if
-    neither operand shares its memory, if it applies; else None."""
+    (SHORT_ROW) into ``scratch`` (``_expansion_bytes``), or without one into ``out`` if neither
+    operand shares its memory, if it applies; else None."""
     if len(operands) != 2 or out.dtype != np.float32:
         return None
     for i, (a, other) in enumerate((operands, operands[::-1])):
-        rows = _trailing_broadcast(a, out)
+        rows = _trailing_rows(a.shape, out.shape)
         if rows is None or other.shape != out.shape:
             continue
-        if scratch is not None and scratch.nbytes >= workspace_bytes((out.shape, out.dtype)):
+        if scratch is not None and scratch.nbytes >= _expansion_bytes(a.shape, out.shape):
             target = Workspace(scratch).take(out.shape, out.dtype)
         elif scratch is None and not np.may_share_memory(out, other) and \
                 not np.may_share_memory(out, a):
@@ -102,6 +105,14 @@ def _expanded(ufunc: np.ufunc, operands: tuple[np.ndarray, ...], out: np.ndarray
     return None
 
 
+def _expansion_bytes(shape: tuple[int, ...], out_shape: tuple[int, ...]) -> int:
+    """Scratch bytes to expand a float32 operand of ``shape`` to ``out_shape`` (``_expanded``):
+    0 unless it broadcasts over short trailing rows (``_trailing_rows``)."""
+    if _trailing_rows(shape, out_shape) is None:
+        return 0
+    return workspace_bytes((out_shape, np.float32))
+
+
 def _expand_scratch(self: ArrayOrScalar, other: ArrayOrScalar, budget: int | None = None,
                     **_: object) -> int:
     """Scratch of a binary op: an out-sized float32 region where one operand is expanded
@@ -109,23 +120,21 @@ def _expand_scratch(self: ArrayOrScalar, other: ArrayOrScalar, budget: int | Non
     if not all(isinstance(x, np.ndarray) and x.dtype == np.float32 for x in (self, other)):
         return 0
     shape = np.broadcast_shapes(self.shape, other.shape)
-    out = np.broadcast_to(np.zeros((), np.float32), shape)
-    if not any(_trailing_broadcast(a, out) and b.shape == shape
-               for a, b in ((self, other), (other, self))):
-        return 0
-    need = workspace_bytes((shape, np.float32))
+    need = max(_expansion_bytes(a.shape, shape) if b.shape == shape else 0
+               for a, b in ((self, other), (other, self)))
     return need if budget is None or need <= budget else 0
 
 
-def _trailing_broadcast(a: np.ndarray, out: np.ndarray) -> int | None:
-    """The number of rows if ``a`` broadcasts to ``out`` over its trailing dims only, as
-    at least MIN_ROWS rows of under SHORT_ROW elements (and more than one); else None."""
-    shape = (1,) * (out.ndim - a.ndim) + a.shape
+def _trailing_rows(shape: tuple[int, ...], out_shape: tuple[int, ...]) -> int | None:
+    """The number of rows if an operand of ``shape`` broadcasts to ``out_shape`` over its
+    trailing dims only, as at least MIN_ROWS rows of under SHORT_ROW elements (and more than
+    one); else None."""
+    shape = (1,) * (len(out_shape) - len(shape)) + tuple(shape)
     k = len(shape)
     while k and shape[k - 1] == 1:
         k -= 1
-    rows, length = math.prod(out.shape[:k]), math.prod(out.shape[k:])
-    if shape[:k] != out.shape[:k] or not (rows >= MIN_ROWS and 1 < length < SHORT_ROW):
+    rows, length = math.prod(out_shape[:k]), math.prod(out_shape[k:])
+    if shape[:k] != tuple(out_shape[:k]) or not (rows >= MIN_ROWS and 1 < length < SHORT_ROW):
         return None
     return rows
 
