@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from runtime_py.kernels import Bound, Kernel, linalg, rules
+from runtime_py.kernels import Bound, Kernel, linalg, long_loops, rules
 from runtime_py.kernels._common import (
     ALL,
     BOOL,
@@ -214,7 +214,10 @@ def _softmax(self: np.ndarray, dim: int, out: np.ndarray, scratch: np.ndarray | 
              log: bool) -> Bound:
     """softmax or log_softmax of ``self`` along ``dim``: x - max(x) and the row statistic are
     computed in ``out`` (a copy of ``self``, so ``out`` may be ``self``); log_softmax keeps
-    exp(x - max) in scratch (a 0-d ``self`` as one row of 1)."""
+    exp(x - max) in scratch (a 0-d ``self`` as one row of 1). Run with LONG_LOOP_BUFSIZE
+    buffers: with the default 32, numpy's row max and its broadcasts over rows shorter than
+    that go buffered row by row (attention scores (128, 32): 20.4 -> 13.7 us; swin's (1728,
+    36): 211 -> 118 us)."""
     if self.ndim == 0:
         self, out, dim = self.reshape(1), out.reshape(1), 0
     self, out, rows = _rows_along(self, dim, out)
@@ -236,7 +239,7 @@ def _softmax(self: np.ndarray, dim: int, out: np.ndarray, scratch: np.ndarray | 
             np.reciprocal(stat, stat)
             np.multiply(rows, stat, rows)
 
-    return run
+    return long_loops(run)
 
 
 def _row_sums(rows: np.ndarray, sums: np.ndarray) -> Bound:
