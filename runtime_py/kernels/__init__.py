@@ -62,9 +62,7 @@ Bound = Callable[[], None]  # a kernel call with its arguments bound
 # broadcasting, strided or reducing calls whose inner loop is shorter than ``bufsize`` (~30 KB
 # each at the default 8192), and splits longer loops into ``bufsize`` pieces. At 32 a broadcast
 # over rows of 32+ elements allocates only its ~1.1 KB iterator; kernels whose loops are long and
-# whose calls can afford the buffers (convolution), or whose row statistics over short rows go
-# buffered row by row at 32 (attention, softmax, layer norm: 1.1-1.8x slower), run with
-# ``LONG_LOOP_BUFSIZE`` instead.
+# whose calls can afford the buffers (convolution) run with ``LONG_LOOP_BUFSIZE`` instead.
 UFUNC_BUFSIZE = 32
 LONG_LOOP_BUFSIZE = 512
 

@@ -94,6 +94,10 @@ class Workspace:
     def __init__(self, scratch: np.ndarray | None) -> None:
         self._buf, self._offset = scratch, 0
 
+    def room(self) -> int | None:
+        """Bytes left to take (None: fresh arrays, as many as asked)."""
+        return None if self._buf is None else self._buf.nbytes - self._offset
+
     def take(self, shape: Sequence[int], dtype: str | np.dtype) -> np.ndarray:
         if self._buf is None:
             return np.empty(shape, dtype)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from runtime_py.kernels import Bound, Kernel, linalg, long_loops, rules, run_all, then
+from runtime_py.kernels import Bound, Kernel, elementwise, linalg, long_loops, rules, run_all, then
 from runtime_py.kernels._common import (
     FLOAT,
     INT8,
@@ -789,43 +789,62 @@ def batch_norm_no_training(input: np.ndarray, weight: np.ndarray | None,
 
 def native_layer_norm(input: np.ndarray, normalized_shape: Sequence[int],
                       weight: np.ndarray | None, bias: np.ndarray | None, eps: float, *,
-                      out0: np.ndarray, out1: np.ndarray, out2: np.ndarray) -> Bound:
+                      out0: np.ndarray, out1: np.ndarray, out2: np.ndarray,
+                      scratch: np.ndarray | None = None) -> Bound:
     """Normalise over the trailing ``normalized_shape`` dims; out1 = mean, out2 = rstd.
 
     out1/out2 have the input's leading dims and size-1 normalised dims (keepdims shape). The
-    input is copied into out0 and normalised there as 2-D rows (``_standardize``), with
-    LONG_LOOP_BUFSIZE buffers: its broadcasts of a row statistic, with numpy's 32-element
-    buffers, went 1.1-1.5x slower (swin's 21 layer norms 838 -> 688 us, wav2vec2's 93 -> 60).
+    input is copied into out0 and normalised there as 2-D rows (``_standardize``; ``scratch``,
+    if it has the room, to spread mean and rstd over short rows).
     """
     n = math.prod(normalized_shape)
     rows = out0.reshape(-1, n)
     weight, bias = (None if a is None else a.reshape(n) for a in (weight, bias))
-    return long_loops(then(_standardize(input, out0, out1.reshape(-1, 1), out2.reshape(-1, 1),
-                                        eps), _affine(rows, weight, bias)))
+    spread = scratch if scratch is None or scratch.nbytes >= _spread_bytes(rows.shape) else None
+    return then(_standardize(input, out0, out1.reshape(-1, 1), out2.reshape(-1, 1), eps, spread),
+                _affine(rows, weight, bias))
+
+
+def _spread_bytes(rows: tuple[int, ...]) -> int:
+    """Scratch to spread a row statistic over 2-D ``rows`` (0 if they are long or few:
+    ``elementwise.expansion_bytes``). With the kernels' 32-element ufunc buffers numpy
+    broadcasts it over short rows piece by piece (swin's (576, 96): 18.4 -> 8.9 us a pass)."""
+    return elementwise.expansion_bytes((rows[0], 1), rows)
+
+
+def _layer_norm_scratch(input: np.ndarray, normalized_shape: Sequence[int],
+                        budget: int | None = None, **_: object) -> int:
+    need = _spread_bytes((input.size // max(1, math.prod(normalized_shape)),
+                          math.prod(normalized_shape)))
+    return need if budget is None or need <= budget else 0
 
 
 def _standardize(input: np.ndarray, out: np.ndarray, mean: np.ndarray, rstd: np.ndarray,
-                 eps: float) -> Bound:
+                 eps: float, spread: np.ndarray | None = None) -> Bound:
     """Copy ``input`` into the contiguous ``out`` and standardise it there as len(mean) 2-D rows:
     mean and rstd into the (rows, 1) views ``mean``/``rstd``, the mean as a product with a
     column of 1/n (a BLAS gemv: several times faster than numpy's row sums), the variance as a
-    row-wise dot of the centred values in ``rstd``'s memory. No temporaries."""
+    row-wise dot of the centred values in ``rstd``'s memory; each statistic spread over short
+    rows in ``spread`` first (``elementwise.expanded``). No temporaries."""
     rows = out.reshape(mean.shape[0], -1)
     var = rstd.reshape(-1)
     size, eps = f32(rows.shape[1]), f32(eps)
     averaging = np.full((rows.shape[1], 1), 1 / size, np.float32)  # row means as one BLAS gemv
     means = linalg.product(rows, averaging, mean)
+    centre, scale = (elementwise.expanded(ufunc, (rows, stat), rows, spread)
+                     or functools.partial(ufunc, rows, stat, rows)
+                     for ufunc, stat in ((np.subtract, mean), (np.multiply, rstd)))
 
     def run() -> None:
         np.copyto(out, input)
         means()
-        np.subtract(rows, mean, rows)
+        centre()
         np.vecdot(rows, rows, var)
         np.divide(var, size, var)
         np.add(var, eps, var)
         np.sqrt(var, var)
         np.reciprocal(var, var)
-        np.multiply(rows, rstd, rows)
+        scale()
 
     return run
 
@@ -993,6 +1012,7 @@ KERNELS: dict[str, Kernel] = {
     "aten::_native_batch_norm_legit_no_training.out": Kernel(batch_norm_no_training, FLOAT,
                                                              check=_check_batch_norm),
     "aten::native_layer_norm.out": Kernel.prepared(native_layer_norm, FLOAT,
+                                                   scratch=_layer_norm_scratch,
                                                    check=_check_layer_norm),
     "aten::native_group_norm.out": Kernel.prepared(native_group_norm, FLOAT,
                                                    check=_check_group_norm),

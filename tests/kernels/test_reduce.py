@@ -250,3 +250,44 @@ def test_var_correction(op: torch._ops.OpOverload, correction: float | None,
 def test_var_no_degrees_of_freedom(op: torch._ops.OpOverload, correction: int) -> None:
     """correction >= n divides by 0: inf (nan for a constant row), as torch."""
     check_op(op, self=torch.tensor([[1.0, 3.0], [2.0, 2.0]]), dim=[1], correction=correction)
+
+
+@pytest.mark.parametrize("op", ["aten::_softmax.out", "aten::_log_softmax.out"])
+def test_softmax_spreads_its_statistic_over_short_rows(op: str) -> None:
+    """Over 32+ rows shorter than elementwise.SHORT_ROW the kernel asks for room to spread the
+    row statistic (numpy then runs same-shaped); with an older bundle's smaller scratch it
+    broadcasts instead. Both give the same values, in place too."""
+    kernel = KERNELS[op]
+    x = random((2, 4, 8, 12)).numpy()
+    args = {"self": x, "dim": -1, "half_to_float": False}
+    full, least = kernel.scratch(**args), kernel.scratch(**args, budget=0)
+    assert full - least >= x.nbytes
+    results = []
+    for size in (full, least):
+        out = x.copy()
+        kernel.bind({**args, "self": out, "out": out, "scratch": np.zeros(size, np.uint8)})()
+        results.append(out)
+    np.testing.assert_array_equal(*results)
+    expected = (torch.log_softmax if "log" in op else torch.softmax)(torch.from_numpy(x),
+                                                                    -1).numpy()
+    np.testing.assert_allclose(results[0], expected, rtol=1e-5, atol=1e-6)
+
+
+def test_layer_norm_spreads_its_statistics_over_short_rows() -> None:
+    """Layer norm over 32+ rows shorter than elementwise.SHORT_ROW asks for room to spread mean
+    and rstd; with an older bundle's scratch (none) it broadcasts. Same values either way."""
+    kernel = KERNELS["aten::native_layer_norm.out"]
+    x, weight, bias = (random(s).numpy() for s in ((2, 20, 24), (24,), (24,)))
+    args = {"input": x, "normalized_shape": (24,), "weight": weight, "bias": bias, "eps": 1e-5}
+    need = kernel.scratch(**args)
+    assert need >= x.nbytes and kernel.scratch(**args, budget=need - 1) == 0
+    results = []
+    for scratch in (np.zeros(need, np.uint8), None):
+        outs = {"out0": np.empty_like(x), "out1": np.empty((2, 20, 1), np.float32),
+                "out2": np.empty((2, 20, 1), np.float32)}
+        kernel.bind({**args, **outs, "scratch": scratch})()
+        results.append(outs["out0"])
+    np.testing.assert_array_equal(*results)
+    expected = torch.nn.functional.layer_norm(torch.from_numpy(x), (24,), torch.from_numpy(weight),
+                                              torch.from_numpy(bias), 1e-5).numpy()
+    np.testing.assert_allclose(results[0], expected, rtol=1e-5, atol=1e-5)
