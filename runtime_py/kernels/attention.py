@@ -107,11 +107,11 @@ def scaled_dot_product_attention(query: np.ndarray, key: np.ndarray, value: np.n
         if mask:
             mask()
         np.maximum.reduce(rows, axis=1, keepdims=True, out=stat, initial=-np.inf)
-        np.maximum(stat, _LOWEST, stat)  # all -inf rows: exp gives 0, not nan
+        np.maximum(stat, _LOWEST, out=stat)  # all -inf rows: exp gives 0, not nan
         np.subtract(rows, stat, rows)
         np.exp(rows, rows)
         sums()
-        np.maximum(stat, ONE, stat)  # sums are >= 1 (the max's term) or 0 (all masked)
+        np.maximum(stat, ONE, out=stat)  # sums are >= 1 (the max's term) or 0 (all masked)
         weighted()
         np.divide(out_rows, stat, out_rows)
 

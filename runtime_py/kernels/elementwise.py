@@ -54,6 +54,8 @@ def _ufunc_into(ufunc: np.ufunc, operands: tuple[ArrayOrScalar, ...], out: np.nd
     positional: no Python frame, no keywords (0.1-0.15 us a call less); one broadcast over
     short rows is expanded first (``expanded``, in ``scratch`` if given)."""
     operands = tuple(_as_out_dtype(out_shaped(x, out), out) for x in operands)
+    if ufunc in _KEYWORD_OUT:
+        return functools.partial(ufunc, *operands, out=out, dtype=out.dtype)
     if all(isinstance(x, np.ndarray) and x.dtype == out.dtype for x in operands):
         return (expanded(ufunc, operands, out, scratch)
                 or functools.partial(ufunc, *operands, out))
@@ -137,6 +139,10 @@ def _trailing_rows(shape: tuple[int, ...], out_shape: tuple[int, ...]) -> int | 
     if shape[:k] != tuple(out_shape[:k]) or not (rows >= MIN_ROWS and 1 < length < SHORT_ROW):
         return None
     return rows
+
+
+# numpy 2.4 deprecates a positional out for these (a DeprecationWarning on every call)
+_KEYWORD_OUT = (np.maximum, np.minimum)
 
 
 def _as_out_dtype(x: ArrayOrScalar, out: np.ndarray) -> ArrayOrScalar:
