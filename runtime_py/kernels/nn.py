@@ -800,22 +800,16 @@ def native_layer_norm(input: np.ndarray, normalized_shape: Sequence[int],
     n = math.prod(normalized_shape)
     rows = out0.reshape(-1, n)
     weight, bias = (None if a is None else a.reshape(n) for a in (weight, bias))
-    spread = scratch if scratch is None or scratch.nbytes >= _spread_bytes(rows.shape) else None
+    need = elementwise.spread_bytes(rows.shape)
+    spread = scratch if scratch is None or scratch.nbytes >= need else None
     return then(_standardize(input, out0, out1.reshape(-1, 1), out2.reshape(-1, 1), eps, spread),
                 _affine(rows, weight, bias))
 
 
-def _spread_bytes(rows: tuple[int, ...]) -> int:
-    """Scratch to spread a row statistic over 2-D ``rows`` (0 if they are long or few:
-    ``elementwise.expansion_bytes``). With the kernels' 32-element ufunc buffers numpy
-    broadcasts it over short rows piece by piece (swin's (576, 96): 18.4 -> 8.9 us a pass)."""
-    return elementwise.expansion_bytes((rows[0], 1), rows)
-
-
 def _layer_norm_scratch(input: np.ndarray, normalized_shape: Sequence[int],
                         budget: int | None = None, **_: object) -> int:
-    need = _spread_bytes((input.size // max(1, math.prod(normalized_shape)),
-                          math.prod(normalized_shape)))
+    n = math.prod(normalized_shape)
+    need = elementwise.spread_bytes((input.size // max(1, n), n))
     return need if budget is None or need <= budget else 0
 
 
@@ -825,14 +819,13 @@ def _standardize(input: np.ndarray, out: np.ndarray, mean: np.ndarray, rstd: np.
     mean and rstd into the (rows, 1) views ``mean``/``rstd``, the mean as a product with a
     column of 1/n (a BLAS gemv: several times faster than numpy's row sums), the variance as a
     row-wise dot of the centred values in ``rstd``'s memory; each statistic spread over short
-    rows in ``spread`` first (``elementwise.expanded``). No temporaries."""
+    rows in ``spread`` first (``elementwise.by_rows``). No temporaries."""
     rows = out.reshape(mean.shape[0], -1)
     var = rstd.reshape(-1)
     size, eps = f32(rows.shape[1]), f32(eps)
     averaging = np.full((rows.shape[1], 1), 1 / size, np.float32)  # row means as one BLAS gemv
     means = linalg.product(rows, averaging, mean)
-    centre, scale = (elementwise.expanded(ufunc, (rows, stat), rows, spread)
-                     or functools.partial(ufunc, rows, stat, rows)
+    centre, scale = (elementwise.by_rows(ufunc, rows, stat, spread)
                      for ufunc, stat in ((np.subtract, mean), (np.multiply, rstd)))
 
     def run() -> None:

@@ -215,7 +215,7 @@ def _softmax(self: np.ndarray, dim: int, out: np.ndarray, scratch: np.ndarray | 
     """softmax or log_softmax of ``self`` along ``dim``: x - max(x) and the row statistic are
     computed in ``out`` (a copy of ``self``, so ``out`` may be ``self``); log_softmax keeps
     exp(x - max) in scratch (a 0-d ``self`` as one row of 1). Over short rows the statistic is
-    spread over them in scratch first (``elementwise.expanded``), if the scratch has the room
+    spread over them in scratch first (``elementwise.by_rows``), if the scratch has the room
     (an older bundle's has not)."""
     if self.ndim == 0:
         self, out, dim = self.reshape(1), out.reshape(1), 0
@@ -224,10 +224,9 @@ def _softmax(self: np.ndarray, dim: int, out: np.ndarray, scratch: np.ndarray | 
     stat = ws.take((*rows.shape[:-1], 1), "float32")
     exp = ws.take(rows.shape, "float32") if log else rows
     row_sums = _row_sums(exp, stat)
-    need, room = _spread_bytes(rows.shape), ws.room()
+    need, room = elementwise.spread_bytes(rows.shape), ws.room()
     spread = ws.take((need,), np.uint8) if room is None or room >= need else None
-    centre, scale = (elementwise.expanded(ufunc, (rows, stat), rows, spread)
-                     or functools.partial(ufunc, rows, stat, rows)
+    centre, scale = (elementwise.by_rows(ufunc, rows, stat, spread)
                      for ufunc in (np.subtract, np.multiply))
 
     def run() -> None:
@@ -244,14 +243,6 @@ def _softmax(self: np.ndarray, dim: int, out: np.ndarray, scratch: np.ndarray | 
             scale()
 
     return run
-
-
-def _spread_bytes(rows: tuple[int, ...]) -> int:
-    """Scratch to spread a row statistic over ``rows`` (2-D rows only; 0 if they are long or
-    few: ``elementwise.expansion_bytes``). With the kernels' 32-element ufunc buffers numpy
-    broadcasts it over short rows piece by piece: attention scores (128, 32) 4.4 -> 1.5 us a
-    pass, swin's (1728, 36) 50 -> 11 us."""
-    return elementwise.expansion_bytes((rows[0], 1), rows) if len(rows) == 2 else 0
 
 
 def _row_sums(rows: np.ndarray, sums: np.ndarray) -> Bound:
@@ -284,7 +275,7 @@ def _softmax_scratch(self: np.ndarray, dim: int, log: bool = False, budget: int 
     stat = (self.size // max(1, self.shape[dim]) if self.ndim else 1, 1)
     regions = [(stat, "float32"), *([(self.shape, "float32")] if log else [])]
     rows = (stat[0], self.shape[dim]) if self.ndim and dim % self.ndim == self.ndim - 1 else ()
-    full = workspace_bytes(*regions, ((_spread_bytes(rows),), "uint8"))
+    full = workspace_bytes(*regions, ((elementwise.spread_bytes(rows),), "uint8"))
     return full if budget is None or full <= budget else workspace_bytes(*regions)
 
 
