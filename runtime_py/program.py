@@ -118,6 +118,7 @@ class Program:
                                                                output_names(bundle), strict=True)]
         self._input_views = [self.tensors[i] for i in ints(bundle.inputs)]
         self._output_views = [self.tensors[i] for i in ints(bundle.outputs)]
+        self._places = list(zip(self.inputs, self._input_views, strict=True))
         # The kernels' numpy mode, set once in a context of the program's own: a run neither
         # pays for switching numpy settings nor changes the caller's.
         self._numpy = contextvars.copy_context()
@@ -125,6 +126,7 @@ class Program:
         # BLAS threads (and a delegate's): the caller's, else the board recipe's, else 1
         self.thread_policy: Fixed | Governor = policy(threads or bundle.threads or 1)
         self.calls = self._numpy.run(lambda: [self._bind(node) for node in bundle.nodes or []])
+        self._execute_all = functools.partial(self._numpy.run, self._execute)
         self._busy = shared.busy
         self.closed = False
         self.dim = Bucket.of(bundle)  # the bucket's (or symbolic method's) dynamic dim, if any
@@ -297,7 +299,7 @@ class Program:
 
     def _start(self) -> None:
         """Take the run lock, or raise if already running (another thread) or closed."""
-        if not self._busy.acquire(blocking=False):
+        if not self._busy.acquire(False):  # positional: 0.05 us less
             raise ProgramBusyError(f"program {self.path}", "one run at a time",
                                    "a run in progress on another thread",
                                    "load one Program per thread")
@@ -330,6 +332,7 @@ class Program:
         self.closed = True
         self.calls, self.tensors, self.partitions, self.workspaces = [], [], [], {}
         self._input_views, self._output_views, self.arenas, self._sized = [], [], [], {}
+        self._places = []
         self.loaded = None
 
     def __enter__(self) -> Program:
@@ -339,12 +342,8 @@ class Program:
         self.close()
 
     def _run_all(self) -> None:
-        """Every kernel, with the BLAS threads the thread policy picks, timed for it."""
-        threads = self.thread_policy.threads()
-        set_blas_threads(threads)
-        start = time.perf_counter()
-        self._numpy.run(self._execute)
-        self.thread_policy.record(threads, time.perf_counter() - start)
+        """Every kernel, with the BLAS threads the thread policy picks (and times for)."""
+        self.thread_policy.run(self._execute_all)
 
     def _execute(self, timings: list[tuple[Call, float]] | None = None) -> None:
         """Call every kernel in order; with ``timings``, append each call's duration to it."""
@@ -362,9 +361,9 @@ class Program:
         if len(inputs) != len(self.inputs):
             raise InputError("program inputs", f"{len(self.inputs)} ({_specs(self.inputs)})",
                              f"{len(inputs)}", "pass one array per input, in order")
-        for spec, value, view in zip(self.inputs, inputs, self._input_views, strict=True):
+        for (spec, view), value in zip(self._places, inputs):  # noqa: B905 (length checked)
             _check_input(spec, value)
-            np.copyto(view, value)
+            view[...] = value  # an item copy: 0.25 us less a call than np.copyto
 
     def _checked_view(self, index: int, t: Any) -> np.ndarray:
         try:
@@ -511,7 +510,7 @@ class _Sized:
     def set_inputs(self, inputs: Sequence[np.ndarray]) -> None:
         for spec, value, (view, padding) in zip(self.specs, inputs, self.places, strict=True):
             _check_input(spec, value)
-            np.copyto(view, value)
+            view[...] = value
             if padding is not None:
                 padding.fill(0)
 
@@ -579,14 +578,15 @@ def _aligned_zeros(size: int) -> np.ndarray:
 
 
 def _check_input(spec: TensorSpec, value: Any) -> None:
+    if isinstance(value, np.ndarray) and value.shape == spec.shape and value.dtype == spec.dtype:
+        return
     if not isinstance(value, np.ndarray):
         raise InputError(f"input {spec.name}", f"a numpy array {spec.dtype}{list(spec.shape)}",
                          type(value).__name__, "convert it with np.asarray(..., dtype=...)")
-    if value.shape != spec.shape or value.dtype != np.dtype(spec.dtype):
-        raise InputError(f"input {spec.name}", f"{spec.dtype}{list(spec.shape)}",
-                         f"{value.dtype}{list(value.shape)}",
-                         "bundles have fixed shapes and dtypes; cast the array or re-export "
-                         "with example inputs of this shape")
+    raise InputError(f"input {spec.name}", f"{spec.dtype}{list(spec.shape)}",
+                     f"{value.dtype}{list(value.shape)}",
+                     "bundles have fixed shapes and dtypes; cast the array or re-export "
+                     "with example inputs of this shape")
 
 
 def _specs(specs: list[TensorSpec]) -> str:

@@ -16,6 +16,8 @@ loaded; ``threadpoolctl.threadpool_limits`` sets it for other code).
 from __future__ import annotations
 
 import math
+import time
+from collections.abc import Callable
 from typing import Any
 
 _BLAS: list[Any] = []  # threadpoolctl's controllers of the loaded BLAS libraries, on first use
@@ -45,8 +47,10 @@ class Fixed:
     def threads(self) -> int:
         return self.most
 
-    def record(self, threads: int, seconds: float) -> None:
-        """Nothing to learn."""
+    def run(self, execute: Callable[[], None]) -> None:
+        """``execute`` with ``most`` threads (untimed: nothing to learn)."""
+        set_blas_threads(self.most)
+        execute()
 
 
 class Governor:
@@ -73,6 +77,14 @@ class Governor:
         if self.countdown > 0:
             return self.choice
         return 1 if self.choice == self.most else self.most
+
+    def run(self, execute: Callable[[], None]) -> None:
+        """``execute`` with the next run's thread count, timed and recorded."""
+        threads = self.threads()
+        set_blas_threads(threads)
+        start = time.perf_counter()
+        execute()
+        self.record(threads, time.perf_counter() - start)
 
     def record(self, threads: int, seconds: float) -> None:
         """Learn from a run that used ``threads`` and took ``seconds``."""

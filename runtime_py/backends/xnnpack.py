@@ -61,7 +61,7 @@ class Xnnpack:
             except (RuntimeError, ValueError) as e:
                 raise _refused(where, e) from e
             for k, view in pairs_out:
-                np.copyto(view, interpreter.get_tensor(k))
+                view[...] = interpreter.get_tensor(k)
 
         return run
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -38,6 +40,12 @@ CLIP: np.ufunc = np._core.umath.clip
 # shape at load (``out_shaped``): numpy's broadcast path costs 2-4x its same-shape path there
 # ((2, 96) + (96,): 0.57 vs 0.15 us; (16, 256): 1.19 vs 0.37 us; (16, 3072): 3.3 vs 2.0 us).
 TILED_ELEMENTS = 4096
+
+
+def copier(out: np.ndarray, src: np.ndarray) -> Callable[[], None]:
+    """The call copying ``src`` into ``out`` (broadcast; a cast as ``casting="unsafe"``): an item
+    assignment, ~0.07 us a call less than ``np.copyto``'s argument parsing."""
+    return functools.partial(operator.setitem, out, Ellipsis, src)
 
 
 def out_shaped(a: object, out: np.ndarray) -> object:

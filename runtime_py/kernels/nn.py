@@ -28,6 +28,7 @@ from runtime_py.kernels._common import (
     NUMERIC,
     WORKSPACE_ALIGN,
     Workspace,
+    copier,
     expand_param,
     f32,
     out_shaped,
@@ -331,7 +332,7 @@ def tap_mac(fill: Bound, taps: Sequence[np.ndarray], weights: Sequence[np.ndarra
 def _tap_sum(fill: Bound, taps: Sequence[np.ndarray], weights: Sequence[np.ndarray],
              acc: np.ndarray, prod: np.ndarray, result: np.ndarray, out: np.ndarray) -> Bound:
     """``tap_mac``, then ``result`` (a view of acc) copied to out."""
-    return then(tap_mac(fill, taps, weights, acc, prod), functools.partial(np.copyto, out, result))
+    return then(tap_mac(fill, taps, weights, acc, prod), copier(out, result))
 
 
 def _depthwise_einsum(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
@@ -359,7 +360,7 @@ def _depthwise_einsum(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None
     fills = [_phase_fill(x, buf[:, :, q].transpose(0, 3, 1, 2), (-ph, q - pw), (1, sw))
              for q in range(sw)]
     result = acc.reshape(n, ho, wo, c).transpose(0, 3, 1, 2)
-    finish = (functools.partial(np.copyto, out, result) if bias is None else
+    finish = (copier(out, result) if bias is None else
               functools.partial(np.add, result, bias.reshape(-1, 1, 1), out))
 
     def run() -> None:
@@ -403,7 +404,7 @@ def _grouped(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, plan: _
     depth, tile = work.shape[1] - plan.ones, work.shape[-2]
     fill = functools.partial(work[:, depth].fill, 1) if plan.ones else _nothing
     if plan.direct:  # the input copied above the ones row
-        copy = functools.partial(np.copyto, work[:, :depth], x.reshape(work[:, :depth].shape))
+        copy = copier(work[:, :depth], x.reshape(work[:, :depth].shape))
         dst = out.reshape((n, 1, o, -1), copy=False)
         return run_all(fill, copy, _conv_product(w, work.reshape(n, 1, depth + 1, -1), dst))
     columns = plan.win.columns(x)
@@ -648,7 +649,7 @@ def _combined(taps: Iterator[tuple[int, int, np.ndarray]], combine: np.ufunc,
     out's dtype (int8 taps sum into float32 without overflow)."""
     first, *rest = (tap for _, _, tap in taps)
     if not rest:
-        return [functools.partial(np.copyto, out, first)]
+        return [copier(out, first)]
     return [functools.partial(combine, first, rest[0], out=out, dtype=out.dtype),
             *(functools.partial(combine, out, tap, out=out) for tap in rest[1:])]
 

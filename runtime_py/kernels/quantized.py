@@ -59,6 +59,7 @@ from runtime_py.kernels._common import (
     INT8,
     WORKSPACE_ALIGN,
     Workspace,
+    copier,
     expand_param,
     workspace_bytes,
 )
@@ -338,7 +339,7 @@ class _Requant:
                       _store(acc, self.zero_point, self.low, self.high, out, result(acc))]
             return calls
         v = buf["v"]
-        calls = [] if src is v else [functools.partial(np.copyto, v, src)]
+        calls = [] if src is v else [copier(v, src)]
         if not self.folded:
             calls.append(functools.partial(np.add, v, channel(self.fbias), v))
         if self.mode == "even32":  # float32(acc) * scale, rounded to even
@@ -346,7 +347,7 @@ class _Requant:
             calls += [functools.partial(np.copyto, w, v, casting="same_kind"),
                       functools.partial(np.multiply, w, channel(self.scale), w),
                       functools.partial(np.rint, w, w),
-                      functools.partial(np.copyto, v, w),
+                      copier(v, w),
                       functools.partial(np.add, v, np.float64(self.zero_point + _ZP), v)]
         elif not scaled:
             calls.append(functools.partial(np.multiply, v, channel(self.scale), v))
@@ -514,7 +515,7 @@ def dequantize_per_channel(input: np.ndarray, scales: np.ndarray,
     del quant_min, quant_max
     shape = [1] * input.ndim
     shape[axis] = -1
-    steps = [functools.partial(np.copyto, out, input)]
+    steps = [copier(out, input)]
     if zero_points is not None:
         steps.append(functools.partial(np.subtract, out,
                                        zero_points.astype(np.float32).reshape(shape), out=out))
@@ -695,7 +696,7 @@ def _gemm_conv(x: np.ndarray, weight: np.ndarray, groups: int, zero_point: int,
         else:
             layout = _column
         tile = {name: _prefix(region, part.shape) for name, region in regions.items()}
-        calls.append(functools.partial(np.copyto, cols, columns[..., r0:r0 + rows, :]))
+        calls.append(copier(cols, columns[..., r0:r0 + rows, :]))
         calls += _chunk_sums(gemms, part, tile)
         calls += req.bind(tile.get("v", tile.get("acc")) if len(gemms) > 1 else part, tile,
                           dst, layout)
@@ -720,10 +721,10 @@ def _fused_conv(columns: np.ndarray, weight: np.ndarray, plan: _ConvPlan, req: _
         s = rows * wo
         cols = _prefix(buf["cols"], (n, terms + 1, s))
         v = _prefix(buf["v"], (n, o, s))
-        calls.append(functools.partial(np.copyto, cols[:, :terms].reshape(
+        calls.append(copier(cols[:, :terms].reshape(
             n, -1, kh, kw, rows, wo), columns[..., r0:r0 + rows, :]))
         if fused is not None:
-            calls.append(functools.partial(np.copyto, cols[:, terms], np.float64(1)))
+            calls.append(copier(cols[:, terms], np.float64(1)))
         calls.append(linalg.product(weights, cols[:, :used], v))
         dst = out[:, :, r0:r0 + rows].reshape((n, o, s), copy=False)
         calls += req.bind(v, {"v": v}, dst, _column, scaled=fused is not None)
@@ -759,7 +760,7 @@ def _chunk_sums(gemms: Sequence[Bound], part: np.ndarray, buf: dict[str, np.ndar
     v = buf["v"]
     for i, gemm in enumerate(gemms):
         calls += [gemm, functools.partial(np.add, v, part, v) if i else
-                  functools.partial(np.copyto, v, part)]
+                  copier(v, part)]
     return calls
 
 
@@ -905,7 +906,7 @@ def linear_int8(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
         gemms = [linalg.product(cols[:, k0:k1], wc, part)
                  for (k0, k1), wc in zip(chunks, weights, strict=True)]
         tile = _requant_buffers(buf, (m, n))
-        calls += [functools.partial(np.copyto, cols.reshape(rows.shape), rows),
+        calls += [copier(cols.reshape(rows.shape), rows),
                   *_chunk_sums(gemms, part, tile),
                   *req.bind(tile.get("v", tile.get("acc")) if len(gemms) > 1 else part, tile,
                             out[index].reshape(m, n), _last)]
@@ -1221,9 +1222,9 @@ def _reciprocal(total: np.ndarray, row: dict[str, np.ndarray]) -> Bound:
     row["half"]: the sum normalized to [1, 2) (its bit length from frexp, exact below 2**53),
     then gemmlowp's one_over_one_plus_x_for_x_in_0_1, three Newton-Raphson steps in Q2.29."""
     a, hd, x, t, shift = row["a"], row["hd"], row["scale"], row["t"], row["shift"]
-    steps = [functools.partial(np.copyto, row["float"], total),
+    steps = [copier(row["float"], total),
              functools.partial(np.frexp, row["float"], out=(row["float"], row["bits"])),
-             functools.partial(np.copyto, shift, row["bits"]),
+             copier(shift, row["bits"]),
              functools.partial(np.subtract, 32, shift, shift),  # headroom + 1
              functools.partial(np.left_shift, total, shift, a),
              functools.partial(np.subtract, a, 1 << 31, a),  # x - 1 in Q0.31, >= 0
@@ -1262,8 +1263,8 @@ def softmax_int8(self: np.ndarray, dim: int, table: np.ndarray, *, out: np.ndarr
     exps = table.astype(np.int64)
     return run_all(
         functools.partial(np.maximum.reduce, self, axis=dim, keepdims=True, out=buf["top8"]),
-        functools.partial(np.copyto, top, buf["top8"]),
-        functools.partial(np.copyto, index, self),
+        copier(top, buf["top8"]),
+        copier(index, self),
         functools.partial(np.subtract, top, index, index),
         functools.partial(np.take, exps, index, out=value, mode="wrap"),
         functools.partial(np.add, value, 1 << 11, index),  # Rescale<12>: e >= 0

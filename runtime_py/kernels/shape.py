@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 
 import numpy as np
 
 from runtime_py.kernels import Bound, Kernel, rules
-from runtime_py.kernels._common import ALL, INT8
+from runtime_py.kernels._common import ALL, INT8, copier
 
 
 def clone(self: np.ndarray, *, memory_format: str | None = None, out: np.ndarray) -> Bound:
     """Contiguous copy (out is always C-contiguous, whatever memory_format asks)."""
     del memory_format
-    return functools.partial(np.copyto, out, self)
+    return copier(out, self)
 
 
 def to_copy(self: np.ndarray, *, non_blocking: bool = False, memory_format: str | None = None,
@@ -34,7 +33,7 @@ def copy(self: np.ndarray, src: np.ndarray, non_blocking: bool = False, *,
 def _converted(src: np.ndarray, out: np.ndarray) -> Bound:
     """The call copying ``src`` into ``out`` in out's dtype (a plain copy where they agree)."""
     if src.dtype == out.dtype:
-        return functools.partial(np.copyto, out, src)
+        return copier(out, src)
 
     def run() -> None:
         np.copyto(out, src, casting="unsafe")
