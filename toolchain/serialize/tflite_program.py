@@ -37,6 +37,7 @@ from runtime_py.kernels.attention import causal_bias
 from toolchain.errors import ExportError, UnsupportedModelError
 from toolchain.export.result import ExportResult
 from toolchain.ir import Graph, Node, Quant, Ref, contiguous_strides, node_inputs
+from toolchain.passes.channels_last import channels_first
 from toolchain.passes.check_supported import group_lines
 from toolchain.quantize import fixed_point
 from toolchain.quantize.fixed_point import INT8_MAX, INT8_MIN, per_tensor
@@ -75,7 +76,9 @@ def to_tflite(graph: Graph, description: str = "NEE",
               owners: dict[str, Node] | None = None) -> bytes:
     """``graph`` (after all passes) as .tflite bytes. ExportError for what TFLite cannot run:
     every unsupported op at once, else the first argument it has no equivalent for. With
-    ``owners``, records the node each TFLite tensor was written for, by tensor name."""
+    ``owners``, records the node each TFLite tensor was written for, by tensor name. Tensors
+    stored channels-last for the numpy kernels are converted as the channels-first program."""
+    graph = channels_first(graph)
     _check_supported(graph)
     return _Program(graph, tfl.TfliteWriter(description), owners=owners).convert()
 
@@ -193,7 +196,8 @@ class _Program:
         base = self.latest.get(t.view_of, t.view_of)
         shape = self.shape(name, perm)
         strides = tuple(t.element_strides()[d] for d in perm)
-        if (base not in self.values or strides != contiguous_strides(shape)
+        if (base == name  # the storage's last value is this one (an in-place output)
+                or base not in self.values or strides != contiguous_strides(shape)
                 or math.prod(shape) != math.prod(self.shape(base))):
             return None
         index, base_shape = self._flat(base)
