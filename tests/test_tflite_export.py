@@ -20,7 +20,6 @@ from toolchain.export import export
 from toolchain.export.result import ExportResult
 from toolchain.modules import load_file
 from toolchain.partition import subgraph
-from toolchain.passes.channels_last import CHANNELS_LAST
 from toolchain.quantize.options import Int8Options, split_samples
 from toolchain.selective_build.interop import TFLITE_BUILTINS, tflite_builtins
 from toolchain.serialize.bundle import write_bundle
@@ -475,8 +474,7 @@ def test_the_resolver_list_covers_every_builtin_written(exported, int8_programs,
 
 
 def test_the_resolver_table_covers_every_converted_op():
-    """Channels-last convolutions are converted with the rewrite undone (channels_first)."""
-    assert set(TFLITE_BUILTINS) == set(CONVERTERS) | set(CHANNELS_LAST.values())
+    assert set(TFLITE_BUILTINS) == set(CONVERTERS)
 
 
 class _UnfusableActivations(torch.nn.Module):

@@ -120,8 +120,7 @@ def _int8(loaded: LoadedBundle) -> list[str]:
 
 # Weight argument and the dims of its shape a multiply-accumulate runs over, per op.
 _MAC_WEIGHTS = {
-    **dict.fromkeys(("conv2d_int8", "convolution", "convolution_act", "convolution_cl",
-                     "convolution_cl_act"), ("weight", slice(1, None))),
+    **dict.fromkeys(("conv2d_int8", "convolution", "convolution_act"), ("weight", slice(1, None))),
     "linear_int8": ("weight", slice(1, 2)),
     **dict.fromkeys(("addmm", "addmm_act", "mm", "mm_act"), ("mat2", slice(0, 1))),
 }

@@ -19,8 +19,6 @@
   add_scratch (the workspace is sized for the single-output kernel).
 - npu_tables before add_scratch (the calls it writes need workspaces too) and after
   fold_constants (its constants are final).
-- channels_last after fuse_activation (it rewrites the fused convolutions too) and before
-  add_scratch (its kernels size their own workspace).
 - add_scratch after fusion: the workspace is sized for the final (fused) kernels.
 - delegate_npu after add_scratch (a partition's reference program keeps its kernels' scratch)
   and before reuse_inputs (it reorders nodes and replaces runs of them by one call).
@@ -40,7 +38,6 @@ from toolchain.ir import Graph
 from toolchain.passes.add_scratch import add_scratch
 from toolchain.passes.alias_views import alias_views
 from toolchain.passes.batch_steps import batch_steps
-from toolchain.passes.channels_last import channels_last
 from toolchain.passes.check_supported import check_supported
 from toolchain.passes.delegate_cpu import delegate_cpu
 from toolchain.passes.delegate_npu import delegate_npu
@@ -71,7 +68,6 @@ PASSES: list[Pass] = [
     fuse_rnn_cells,
     drop_unused_outputs,
     npu_tables,
-    channels_last,
     add_scratch,
     delegate_npu,
     delegate_cpu,

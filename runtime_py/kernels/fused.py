@@ -81,8 +81,6 @@ def _matmul_out_shape(mat1: np.ndarray | None = None, mat2: np.ndarray | None = 
 KERNELS: dict[str, Kernel] = {
     "nee::convolution_act.out": _fused(nn.KERNELS["aten::convolution.out"], FLOAT,
                                        nn.conv_shape),
-    "nee::convolution_cl_act.out": _fused(nn.KERNELS["nee::convolution_cl.out"], FLOAT,
-                                          nn.conv_cl_shape),
     "nee::addmm_act.out": _fused(linalg.KERNELS["aten::addmm.out"], NUMERIC, _matmul_out_shape),
     "nee::mm_act.out": _fused(linalg.KERNELS["aten::mm.out"], NUMERIC, _matmul_out_shape),
 }

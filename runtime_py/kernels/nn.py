@@ -188,16 +188,15 @@ BIAS_IN_PRODUCT = True
 @functools.lru_cache(maxsize=1024)
 def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: IntList,
                padding: IntList, dilation: IntList, groups: int,
-               budget: int | None = None, bias: bool = False,
-               channels_last: bool = False) -> _ConvPlan:
+               budget: int | None = None, bias: bool = False) -> _ConvPlan:
     """The plan of a conv1d/conv2d call (conv1d as conv2d over a height-1 image); int-list args
     are tuples (hashable), as the runtime passes them. With a ``budget`` (scratch bytes), the
     im2col columns cover as many output rows as fit (at least one) instead of all of them.
     With a ``bias``, an ungrouped convolution adds it in its product (BIAS_IN_PRODUCT).
     Depthwise convolution is one einsum over channels-last copies where it has few positions
-    per channel and tap (EINSUM_POSITIONS) or its input is stored ``channels_last``, else (or
-    if those do not fit the budget) works on as many channels at a time as fit in the budget
-    and in DEPTHWISE_BLOCK_BYTES (at least one)."""
+    per channel and tap (EINSUM_POSITIONS), else (or if those do not fit the budget) works on
+    as many channels at a time as fit in the budget and in DEPTHWISE_BLOCK_BYTES (at least
+    one)."""
     if len(w_shape) == 3:
         x_shape, w_shape = (*x_shape[:2], 1, x_shape[2]), (*w_shape[:2], 1, w_shape[2])
         stride, padding, dilation = ((first, *expand_param(v, 1)) for first, v in
@@ -215,8 +214,7 @@ def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: IntLi
     padded = None if pads is None else _padded_shape(x_shape, pads)
     tile = out_hw[0]
     if depthwise:
-        few = n * out_hw[0] * out_hw[1] <= EINSUM_POSITIONS * c * kh * kw
-        if (few or channels_last) and dilation[1] == 1:
+        if n * out_hw[0] * out_hw[1] <= EINSUM_POSITIONS * c * kh * kw and dilation[1] == 1:
             plan = _ConvPlan(win, out_shape, pads, _column_phases(n, c, win),
                              (n, out_hw[0], out_hw[1] * c), depthwise=True, tile=c,
                              channels_last=True)
@@ -343,12 +341,9 @@ def _depthwise_einsum(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None
     stride_w phases (``_column_phases``): every tap of an output row then reads one contiguous
     run of out_w x C values, which numpy multiplies by the tap's weights tiled out_w times (made
     once, at load; taps past the kernel's width have zero weights) and accumulates; the
-    accumulator is copied (plus the bias) to out, or is out where out is stored channels-last
-    (its bias then added in place). Width dilation 1 only."""
+    accumulator is copied (plus the bias) to out. Width dilation 1 only."""
     ws = Workspace(scratch)
-    buf, stored = ws.take(plan.padded, out.dtype), out.transpose(0, 2, 3, 1)
-    in_out = stored.flags.c_contiguous
-    acc = stored.reshape(plan.work) if in_out else ws.take(plan.work, out.dtype)
+    buf, acc = ws.take(plan.padded, out.dtype), ws.take(plan.work, out.dtype)
     n, _, sw, _, c = plan.padded
     (kh, kw), (sh, _), (dh, _), (ho, wo) = (plan.win.kernel, plan.win.stride,
                                             plan.win.dilation, plan.win.out_hw)
@@ -365,12 +360,8 @@ def _depthwise_einsum(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None
     fills = [_phase_fill(x, buf[:, :, q].transpose(0, 3, 1, 2), (-ph, q - pw), (1, sw))
              for q in range(sw)]
     result = acc.reshape(n, ho, wo, c).transpose(0, 3, 1, 2)
-    if in_out:
-        finish = _nothing if bias is None else functools.partial(
-            np.add, acc, np.tile(bias, wo), acc)
-    else:
-        finish = (copier(out, result) if bias is None else
-                  functools.partial(np.add, result, bias.reshape(-1, 1, 1), out))
+    finish = (copier(out, result) if bias is None else
+              functools.partial(np.add, result, bias.reshape(-1, 1, 1), out))
 
     def run() -> None:
         buf.fill(0)
@@ -551,121 +542,6 @@ def convolution(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
     if bias is not None and not plan.adds_bias:
         compute = then(compute, functools.partial(np.add, out, bias.reshape(-1, 1, 1), out))
     return long_loops(compute)
-
-
-# Convolutions of tensors stored channels-last, (N, H, W, C) (``nee::convolution_cl.out``; the
-# export's channels_last pass chooses them between 1x1 and depthwise convolutions): a depthwise
-# convolution then copies its input's rows into its einsum's phases and its result into out
-# in one layout, where the channels-first kernel transposes both (mobilenet_v2's layers, 1
-# thread: 0.66-0.78x with input and out channels-last); a 1x1 convolution multiplies in the
-# orientation that reads and writes the stored layouts, as fast as channels first.
-
-
-def _stored_nchw(a: np.ndarray, channels_last: bool) -> np.ndarray:
-    """The (N, C, H, W) view of ``a``, stored (N, H, W, C) if ``channels_last``."""
-    return a.transpose(0, 3, 1, 2) if channels_last else a
-
-
-def _image_matrix(a: np.ndarray) -> np.ndarray:
-    """A (1, C, H, W) view of a channels-first or channels-last tensor as a (C, H * W) matrix
-    view, C- or F-contiguous."""
-    image = a[0]
-    if image.flags.c_contiguous:
-        return image.reshape(image.shape[0], -1)
-    return image.transpose(1, 2, 0).reshape(-1, image.shape[0]).T
-
-
-def convolution_cl(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
-                   stride: IntList, padding: IntList, dilation: IntList, transposed: bool,
-                   output_padding: IntList, groups: int, input_channels_last: bool,
-                   out_channels_last: bool, *, out: np.ndarray,
-                   scratch: np.ndarray | None = None) -> Bound:
-    """``aten::convolution`` with input and out stored (N, H, W, C) where their flags say:
-    a 1x1 one as one product, a depthwise one as one einsum (``check_conv_cl``)."""
-    del transposed, output_padding  # checked: not transposed
-    x, y = _stored_nchw(input, input_channels_last), _stored_nchw(out, out_channels_last)
-    if groups == 1:
-        return _pointwise(x, weight, bias, y)
-    plan = _conv_plan(x.shape, weight.shape, stride, padding, dilation, groups, None,
-                      bias is not None, True)
-    return long_loops(_depthwise_einsum(x, weight, bias, plan, scratch, y))
-
-
-def _pointwise(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
-               y: np.ndarray) -> Bound:
-    """y = weight @ x over one image's positions, multiplied so that the product writes y's
-    stored layout (out^T = x^T @ weight^T for channels last), then the bias added along it."""
-    w, cols, dst = weight.reshape(weight.shape[0], -1), _image_matrix(x), _image_matrix(y)
-    first = dst.flags.c_contiguous  # channels first (or a single position)
-    product = linalg.product(w, cols, dst) if first else linalg.product(cols.T, w.T, dst.T)
-    if bias is None:
-        return product
-    rows, b = (dst, bias.reshape(-1, 1)) if first else (dst.T, bias)
-    return then(product, functools.partial(np.add, rows, out_shaped(b, rows), rows))
-
-
-def conv_cl_shape(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
-                  stride: IntList, padding: IntList, dilation: IntList, groups: int,
-                  input_channels_last: bool, out_channels_last: bool,
-                  **_: object) -> tuple[int, ...]:
-    """``conv_shape`` of the channels-first input view, stored (N, H, W, C) if
-    ``out_channels_last``."""
-    x = _stored_nchw(rules.tensor(input, "input"), input_channels_last)
-    n, o, h, w = conv_shape(x, weight, bias, stride, padding, dilation, groups)
-    return (n, h, w, o) if out_channels_last else (n, o, h, w)
-
-
-def check_conv_cl(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
-                  stride: IntList, padding: IntList, dilation: IntList, transposed: bool,
-                  output_padding: IntList, groups: int, input_channels_last: bool,
-                  out_channels_last: bool, *, out: np.ndarray, **_: object) -> None:
-    """out of ``conv_cl_shape``, then ``check_conv`` of the channels-first views of input and
-    out; NotImplementedError unless a 4-D input of one image and a 1x1 stride-1 unpadded
-    ungrouped convolution or a depthwise one of width dilation 1."""
-    for name, flag in (("input", input_channels_last), ("out", out_channels_last)):
-        if not isinstance(flag, bool):
-            raise TypeError(f"{name}_channels_last is {flag!r}, not a bool")
-    if rules.tensor(input, "input").ndim != 4:
-        raise NotImplementedError(f"input {rules.describe(input)}: 4-D tensors only")
-    shape = conv_cl_shape(input, weight, bias, stride, padding, dilation, groups,
-                          input_channels_last, out_channels_last)
-    rules.expect(out, shape, input.dtype, {"input": input, "weight": weight})
-    x = _stored_nchw(input, input_channels_last)
-    check_conv(x, weight, bias, stride, padding, dilation, transposed, output_padding, groups,
-               out=_stored_nchw(out, out_channels_last))
-    steps, pads, dilations = (_window_ints(v, name, 2, 0) for v, name in (
-        (stride, "stride"), (padding, "padding"), (dilation, "dilation")))
-    pointwise = groups == 1 and weight.shape[2:] == (1, 1) and steps == (1, 1) and \
-        pads == (0, 0)
-    depthwise = groups == x.shape[1] == weight.shape[0] and dilations[1] == 1
-    if x.shape[0] != 1 or not (pointwise or depthwise):
-        raise NotImplementedError(f"input {rules.describe(x)}, weight "
-                                  f"{rules.describe(weight)}, groups {groups}: channels-last "
-                                  "convolution of one image, 1x1 or depthwise only")
-
-
-def _conv_cl_scratch(input: np.ndarray, weight: np.ndarray, stride: IntList, padding: IntList,
-                     dilation: IntList, groups: int, input_channels_last: bool,
-                     out_channels_last: bool, bias: np.ndarray | None = None,
-                     **_: object) -> int:
-    """A depthwise convolution's padded phases, and its accumulator unless it is out."""
-    if groups == 1:
-        return 0
-    x = _stored_nchw(input, input_channels_last)
-    plan = _conv_plan(x.shape, weight.shape, stride, padding, dilation, groups, None,
-                      bias is not None, True)
-    return workspace_bytes((plan.padded, "float32")) if out_channels_last else plan.nbytes
-
-
-def channels_last_fits(input_shape: tuple[int, ...], weight_shape: tuple[int, ...],
-                       stride: tuple[int, ...], padding: tuple[int, ...],
-                       dilation: tuple[int, ...], groups: int) -> bool:
-    """Whether a depthwise convolution with input and out stored channels-last asks for at most
-    the scratch of its channels-first plan or DEPTHWISE_BLOCK_BYTES (the export's channels_last
-    pass asks, so that the choice does not grow the arena much)."""
-    key = (input_shape, weight_shape, stride, padding, dilation, groups, None, False)
-    last = workspace_bytes((_conv_plan(*key, True).padded, "float32"))
-    return last <= max(DEPTHWISE_BLOCK_BYTES, _conv_plan(*key).nbytes)
 
 
 def _lowest(dtype: np.dtype) -> float:
@@ -1121,8 +997,6 @@ def _check_embedding(weight: np.ndarray, indices: np.ndarray, *, out: np.ndarray
 KERNELS: dict[str, Kernel] = {
     "aten::convolution.out": Kernel.prepared(convolution, FLOAT, scratch=_conv_scratch,
                                              check=check_conv),
-    "nee::convolution_cl.out": Kernel.prepared(convolution_cl, FLOAT, scratch=_conv_cl_scratch,
-                                               check=check_conv_cl),
     "aten::max_pool2d_with_indices.out": Kernel(max_pool2d_with_indices, FLOAT | INT8,
                                                 scratch=_pool_scratch, check=check_pool),
     "nee::max_pool2d.out": Kernel.prepared(max_pool2d, FLOAT | INT8, scratch=_combine_scratch,

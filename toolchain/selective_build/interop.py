@@ -32,8 +32,6 @@ TFLITE_BUILTINS: dict[str, tuple[str, ...]] = {
     "nee::conv2d_int8.out": _CONV,
     "aten::convolution.out": _CONV,
     "nee::convolution_act.out": _CONV,
-    "nee::convolution_cl.out": _CONV,  # converted as the channels-first convolutions
-    "nee::convolution_cl_act.out": _CONV,
     "nee::linear_int8.out": _MATMUL,
     "aten::addmm.out": _MATMUL,
     "aten::mm.out": _MATMUL,

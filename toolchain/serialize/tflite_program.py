@@ -37,7 +37,6 @@ from runtime_py.kernels.attention import causal_bias
 from toolchain.errors import ExportError, UnsupportedModelError
 from toolchain.export.result import ExportResult
 from toolchain.ir import Graph, Node, Quant, Ref, contiguous_strides, node_inputs
-from toolchain.passes.channels_last import channels_first
 from toolchain.passes.check_supported import group_lines
 from toolchain.quantize import fixed_point
 from toolchain.quantize.fixed_point import INT8_MAX, INT8_MIN, per_tensor
@@ -76,9 +75,7 @@ def to_tflite(graph: Graph, description: str = "NEE",
               owners: dict[str, Node] | None = None) -> bytes:
     """``graph`` (after all passes) as .tflite bytes. ExportError for what TFLite cannot run:
     every unsupported op at once, else the first argument it has no equivalent for. With
-    ``owners``, records the node each TFLite tensor was written for, by tensor name. Tensors
-    stored channels-last for the numpy kernels are converted as the channels-first program."""
-    graph = channels_first(graph)
+    ``owners``, records the node each TFLite tensor was written for, by tensor name."""
     _check_supported(graph)
     return _Program(graph, tfl.TfliteWriter(description), owners=owners).convert()
 
