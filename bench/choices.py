@@ -38,7 +38,7 @@ from runtime_py.program import Program  # noqa: E402
 # choice -> the settings that switch it off: (module, constant, value)
 SWITCHES = {"einsum": [(nn, "EINSUM_POSITIONS", 0)],
             "columns": [(linalg, "SMALL_PRODUCT", 1 << 62)],
-            "conv-rows": [(linalg, "CONV_BLOCKED_MIN_BYTES", 1 << 62)],
+            "conv-rows": [(nn, "BLOCKED_POSITIONS", 0)],
             "small-kernel": [(linalg, "SMALL_KERNEL", False)]}
 # choice -> the settings of both sides: the block rules act only with the small kernel
 BOTH = {choice: [(linalg, "SMALL_KERNEL", True)] for choice in ("columns", "conv-rows",

@@ -7,13 +7,12 @@ by a large weight runs over row blocks of the weight held as (N, K) (``row_block
 block of ROW_BLOCK_BYTES times the rows under that bound: 1.2-2.2x
 faster (measured with (768, 3072), (3072, 768), (2048, 8192) and (384, 1536) weights, cold
 cache; 16 rows and up, whose blocks exceed it, or one row, a gemv, gain nothing; weights under
-2 MiB gain or lose by the shape). A convolution's weight times 2-12 columns of positions (W @ X,
-its rows blocked) gains from 512 KiB: 1.2-1.8x at 9-12 columns over 0.6-1.6 MB weights,
-0.92-0.96x at 2. The export keeps such linear weights in their (N, K) layout (fold_constants
-asks ``row_blocked``, a rule of shapes alone, so an export does not depend on its machine's
-BLAS); the kernel takes that path whenever mat2 is the transpose of a contiguous (N, K) matrix,
-it was given the scratch for it and the BLAS numpy loaded has the small-matrix kernel
-(``small_kernel``).
+2 MiB gain or lose by the shape). A convolution's weight times a few columns of positions
+(W @ X) is blocked by its own rule (``nn.conv_row_step``). The export keeps such linear
+weights in their (N, K) layout (fold_constants asks ``row_blocked``, a rule of shapes alone,
+so an export does not depend on its machine's BLAS); the kernel takes that path whenever mat2
+is the transpose of a contiguous (N, K) matrix, it was given the scratch for it and the BLAS
+numpy loaded has the small-matrix kernel (``small_kernel``).
 
 OpenBLAS has that kernel on its AVX-512 x86-64 cores only (SMALL_KERNEL_CORES); the numbers
 above are SkylakeX's. With its Haswell kernels (an AVX2 machine, or OPENBLAS_CORETYPE=Haswell)
@@ -38,7 +37,6 @@ Scalar = int | float
 SMALL_PRODUCT = 1_000_000  # multiply-adds OpenBLAS's small-matrix sgemm kernel takes
 ROW_BLOCKED_ROWS = range(2, 13)
 ROW_BLOCKED_MIN_BYTES = 2 << 20  # the weight's, in x @ W.T; smaller ones gain or lose
-CONV_BLOCKED_MIN_BYTES = 512 << 10  # the weight's, in a convolution's W @ X
 ROW_BLOCK_BYTES = 256 << 10  # of weight rows per block: 12 x 64 Ki floats < SMALL_PRODUCT
 SMALL_KERNEL_CORES = frozenset({"skylakex", "cooperlake", "sapphirerapids"})  # OpenBLAS's
 SMALL_KERNEL: bool | None = None  # whether blocks pay here; None: ask the BLAS (small_kernel)
@@ -64,13 +62,11 @@ def has_small_kernel(libraries: list[dict[str, object]]) -> bool:
                for lib in libraries)
 
 
-def row_blocked(rows: int, k: int, n: int, dtype: np.dtype | str,
-                min_bytes: int | None = None) -> bool:
+def row_blocked(rows: int, k: int, n: int, dtype: np.dtype | str) -> bool:
     """Whether a (rows, k) @ (k, n) product of ``dtype`` runs over row blocks of its (n, k)
-    weight, if that has ``min_bytes`` (default ROW_BLOCKED_MIN_BYTES) or more (see the module
-    docstring)."""
+    weight (see the module docstring)."""
     return (np.dtype(dtype) == np.float32 and rows in ROW_BLOCKED_ROWS
-            and k * n * 4 >= (ROW_BLOCKED_MIN_BYTES if min_bytes is None else min_bytes))
+            and k * n * 4 >= ROW_BLOCKED_MIN_BYTES)
 
 
 def product(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> Bound:
@@ -97,9 +93,11 @@ def _matrix(x: np.ndarray) -> np.ndarray | None:
     return x.reshape(x.shape[-2:])
 
 
-def blocked_products(w: np.ndarray, b: np.ndarray, out: np.ndarray) -> list[Bound]:
-    """The calls computing out = w @ b a block of ``w``'s rows at a time (ROW_BLOCK_BYTES)."""
-    step = max(1, ROW_BLOCK_BYTES // (w.shape[1] * w.itemsize))
+def blocked_products(w: np.ndarray, b: np.ndarray, out: np.ndarray,
+                     step: int | None = None) -> list[Bound]:
+    """The calls computing out = w @ b ``step`` of ``w``'s rows at a time (default: as many
+    as ROW_BLOCK_BYTES hold)."""
+    step = step or max(1, ROW_BLOCK_BYTES // (w.shape[1] * w.itemsize))
     return [product(w[r:r + step], b, out[r:r + step]) for r in range(0, w.shape[0], step)]
 
 

@@ -58,13 +58,14 @@ def blocks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     that has the small-matrix kernel."""
     monkeypatch.setattr(linalg, "SMALL_KERNEL", True)
     monkeypatch.setattr(linalg, "ROW_BLOCKED_MIN_BYTES", 0)
-    monkeypatch.setattr(linalg, "CONV_BLOCKED_MIN_BYTES", 0)
+    monkeypatch.setattr(nn, "ROW_BLOCK_MACS", 3 * 16 * 4)
+    monkeypatch.setattr(linalg, "SMALL_PRODUCT", 0)
     monkeypatch.setattr(linalg, "ROW_BLOCK_BYTES", 3 * 16 * 4)
     seen: list[int] = []
 
-    def counted(w: np.ndarray, b: np.ndarray, out: np.ndarray) -> list:
+    def counted(w: np.ndarray, b: np.ndarray, out: np.ndarray, step: int | None = None) -> list:
         seen.append(w.shape[0])
-        return linalg_blocked(w, b, out)
+        return linalg_blocked(w, b, out, step)
 
     linalg_blocked = linalg.blocked_products
     monkeypatch.setattr(linalg, "blocked_products", counted)
@@ -94,16 +95,17 @@ def test_other_products_are_one_matmul(blocks: list[int], rows: int, layout: str
     assert not blocks
 
 
-@pytest.mark.parametrize(("kernel", "stride", "size"), [(1, 1, 3), (2, 2, 6), (1, 1, 5)])
+@pytest.mark.parametrize(("kernel", "stride", "size"), [(1, 1, 3), (2, 2, 6), (1, 1, 8),
+                                                       (1, 1, 9)])
 def test_row_blocked_convolution(blocks: list[int], kernel: int, stride: int,
                                  size: int) -> None:
-    """A 1x1 or non-overlapping 2x2 convolution over 4-12 positions: row blocks of the
-    (C_out, C_in * KH * KW) weight; 25 positions: one matmul."""
+    """A 1x1 or non-overlapping 2x2 convolution over 9-64 positions: row blocks of the
+    (C_out, C_in * KH * KW) weight; 81 positions: one matmul."""
     check_op(aten.convolution.default, input=random((1, 16, size, size)),
              weight=random((10, 16, kernel, kernel)), bias=random((10,)), stride=[stride] * 2,
              padding=[0, 0], dilation=[1, 1], transposed=False, output_padding=[0, 0], groups=1,
              **TOL)
-    assert blocks == ([] if size == 5 else [10] * len(blocks)) and (size == 5 or blocks)
+    assert blocks == ([] if size == 9 else [10] * len(blocks)) and (size == 9 or blocks)
 
 
 @pytest.mark.parametrize("op", ["mm", "convolution"])
@@ -138,15 +140,24 @@ def test_which_blas_has_the_small_kernel(libraries: list[dict], small: bool) -> 
 
 
 def test_row_blocked_sizes() -> None:
-    """Float32, 2-12 rows, weights of 2 MiB and up (a convolution's: 512 KiB)."""
+    """Float32, 2-12 rows, weights of 2 MiB and up."""
     assert linalg.row_blocked(9, 768, 3072, np.float32)
     assert linalg.row_blocked(2, 768, 768, "float32")
     assert not linalg.row_blocked(1, 768, 3072, np.float32)
     assert not linalg.row_blocked(13, 768, 3072, np.float32)
     assert not linalg.row_blocked(9, 256, 1024, np.float32)
     assert not linalg.row_blocked(9, 768, 3072, np.float64)
-    assert linalg.row_blocked(9, 160, 960, np.float32, linalg.CONV_BLOCKED_MIN_BYTES)
-    assert not linalg.row_blocked(9, 96, 576, np.float32, linalg.CONV_BLOCKED_MIN_BYTES)
+
+
+@pytest.mark.parametrize(("o", "k", "positions", "step"), [
+    (1280, 320, 9, 204), (96, 576, 36, 28), (960, 160, 64, 57), (960, 160, 1, 0),
+    (960, 160, 65, 0), (576, 96, 9, 0), (160, 576, 9, 0)])
+def test_conv_row_steps(o: int, k: int, positions: int, step: int) -> None:
+    """A convolution's (o, k) weight times 2-64 positions, above linalg.SMALL_PRODUCT
+    multiply-adds in all: row blocks of at most nn.ROW_BLOCK_MACS."""
+    assert nn.conv_row_step(o, k, positions, np.dtype(np.float32)) == step
+    assert nn.conv_row_step(o, k, positions, np.dtype(np.float64)) == 0
+    assert step * k * positions <= nn.ROW_BLOCK_MACS < linalg.SMALL_PRODUCT
 
 
 def test_column_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
