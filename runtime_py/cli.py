@@ -16,7 +16,7 @@ from runtime_py import __version__
 from runtime_py.errors import InputError, NeeError
 from runtime_py.format import DELEGATE_CALL, SCHEMA_VERSION
 from runtime_py.generate import GenerationStats, generate
-from runtime_py.program import Program
+from runtime_py.program import Call, Program
 from runtime_py.verify import verify as verify_vectors
 
 VERIFY_FAILED = 3  # nee-run --verify: an output beyond the bundle's stored tolerance
@@ -44,7 +44,9 @@ def _in_existing_folder(ctx: click.Context, param: click.Parameter,
               help="Use seeded random inputs of the bundle's shapes instead of files.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), callback=_in_existing_folder,
               help="Save the outputs to this .npz (keys are the output names).")
-@click.option("--profile", is_flag=True, help="Print a per-op time breakdown.")
+@click.option("--profile", is_flag=True,
+              help="Print a per-op time breakdown (each call's median over --repeat runs) and "
+                   "the slowest calls with their tensor shapes.")
 @click.option("--repeat", default=1, show_default=True, type=click.IntRange(min=1),
               help="Runs to time after one warm-up run (median reported).")
 @click.option("--no-segment-check", is_flag=True,
@@ -99,7 +101,8 @@ def main(bundle: str, inputs: tuple[str, ...], random_inputs: bool, output: str 
         np.savez(output, **{s.name: v for s, v in zip(program.outputs, outputs, strict=True)})
         click.echo(f"saved outputs to {output}")
     if profile:
-        timings = program.profile(*arrays)
+        timings = median_profile([program.profile(*arrays) for _ in range(repeat)])
+        click.echo(f"profile: each call's median over {repeat} run(s)")
         click.echo(format_profile(timings))
         if program.partitions:
             click.echo(format_partitions(program, timings))
@@ -201,8 +204,15 @@ def format_partitions(program: Program, timings: list) -> str:
     return "\n".join(lines)
 
 
-def format_profile(timings: list) -> str:
-    """Per-op totals (time, share, calls), slowest first, then the five slowest single calls."""
+def median_profile(runs: list[list[tuple[Call, float]]]) -> list[tuple[Call, float]]:
+    """Each call's median time over ``runs`` (profiles of one program, calls in one order)."""
+    return [(call, statistics.median(run[i][1] for run in runs))
+            for i, (call, _) in enumerate(runs[0])]
+
+
+def format_profile(timings: list[tuple[Call, float]], slowest: int = 10) -> str:
+    """Per-op totals (time, share, calls), slowest first, then the ``slowest`` single calls
+    with their tensor shapes and source lines."""
     total = sum(t for _, t in timings) or 1e-12
     per_op: dict[str, list[float]] = {}
     for call, t in timings:
@@ -212,6 +222,7 @@ def format_profile(timings: list) -> str:
         lines.append(f"{op:40s} {sum(ts) * 1e3:9.3f} {sum(ts) / total:7.1%} {len(ts):6d}")
     lines.append(f"{'total':40s} {total * 1e3:9.3f}")
     lines.append("slowest calls:")
-    for call, t in sorted(timings, key=lambda ct: -ct[1])[:5]:
-        lines.append(f"  {t * 1e3:8.3f} ms  {call.op}  {call.source}")
+    for call, t in sorted(timings, key=lambda ct: -ct[1])[:slowest]:
+        source = f"  ({call.source})" if call.source else ""
+        lines.append(f"  {t * 1e3:8.3f} ms  {call.op}  {call.shapes}{source}")
     return "\n".join(lines)

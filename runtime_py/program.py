@@ -54,11 +54,13 @@ class TensorSpec:
 
 @dataclass(frozen=True)
 class Call:
-    """A kernel call prepared at load; ``op`` and ``source`` are kept for profiling."""
+    """A kernel call prepared at load; ``op``, ``source`` and ``shapes`` (its tensor arguments'
+    shapes, e.g. ``"input 1x16x8x8, weight 32x16x1x1 -> 1x32x8x8"``) are kept for profiling."""
 
     op: str
     run: Bound
     source: str
+    shapes: str = ""
 
 
 class _Shared:
@@ -423,7 +425,8 @@ class Program:
             if scratch.nbytes < least:
                 raise BundleError(what, f"a scratch of at least {least} bytes",
                                   f"{scratch.nbytes} bytes", hint)
-        return Call(node.op, kernel.bind(kwargs, check=False), node.source or "")
+        return Call(node.op, kernel.bind(kwargs, check=False), node.source or "",
+                    _kernel_shapes(kwargs))
 
     def _delegate_call(self, node: Any) -> Call:
         """Hand the partition to its backend (the CPU one for a fallback) to prepare."""
@@ -442,7 +445,7 @@ class Program:
         backend = self.backends.get(d.backend, self.backends["cpu"])
         return Call(f"{DELEGATE_CALL}[{index}]", backend.prepare(partition),
                     f"partition {index}: {len(d.nodes or [])} calls for {d.backend} "
-                    f"{d.target}")
+                    f"{d.target}", _shapes([("", v) for v in partition.inputs], partition.outputs))
 
     def _reference(self, index: int) -> list[Bound]:
         """Bind delegate ``index``'s reference program, its workspace allocated once."""
@@ -591,3 +594,21 @@ def _check_input(spec: TensorSpec, value: Any) -> None:
 
 def _specs(specs: list[TensorSpec]) -> str:
     return ", ".join(str(s) for s in specs)
+
+
+
+def _shapes(inputs: Sequence[tuple[str, np.ndarray]], outputs: Sequence[np.ndarray]) -> str:
+    """A call's tensors as ``"name AxB, ... -> CxD, ..."`` (unnamed where the name is empty)."""
+    def size(a: np.ndarray) -> str:
+        return "x".join(map(str, a.shape)) or "scalar"
+
+    ins = ", ".join(f"{name} {size(a)}" if name else size(a) for name, a in inputs)
+    return f"{ins} -> {', '.join(map(size, outputs))}"
+
+
+def _kernel_shapes(args: dict[str, Any]) -> str:
+    """``_shapes`` of a kernel call's tensor arguments: ``out`` the output, workspaces left
+    out."""
+    tensors = {k: v for k, v in args.items() if isinstance(v, np.ndarray)}
+    return _shapes([(k, v) for k, v in tensors.items() if k != "out" and k not in SCRATCH_ARGS],
+                   [tensors["out"]] if "out" in tensors else [])

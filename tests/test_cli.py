@@ -9,8 +9,10 @@ import pytest
 from click.testing import CliRunner
 
 from runtime_py import __version__
+from runtime_py.cli import format_profile, median_profile
 from runtime_py.cli import main as run_main
 from runtime_py.format import SCHEMA_VERSION
+from runtime_py.program import Call
 from toolchain.cli import boards_main, export_main, inspect_main
 from toolchain.memory_plan.cli import main as plan_main
 
@@ -28,9 +30,11 @@ def test_export_run_inspect(tmp_path, exported):
     np.save(tmp_path / "x.npy", x)
     out = tmp_path / "out.npz"
     done = runner.invoke(run_main, [str(bundle), "--input", str(tmp_path / "x.npy"), "-o",
-                                    str(out), "--profile"])
+                                    str(out), "--profile", "--repeat", "3"])
     assert done.exit_code == 0, done.output
     assert "aten::addmm.out" in done.output  # profile table
+    assert "each call's median over 3 run(s)" in done.output
+    assert "mat1 4x16, mat2 16x32 -> 4x32" in done.output  # the slowest calls' shapes
     with np.load(out) as saved:
         (value,) = saved.values()
     assert value.shape == (4, 10)
@@ -39,6 +43,18 @@ def test_export_run_inspect(tmp_path, exported):
     assert done.exit_code == 0, done.output
     for expected in ("program (", "lower bound", "kernels (", "aten::addmm.out float32"):
         assert expected in done.output
+
+
+def test_profile_takes_each_calls_median() -> None:
+    """Per call, the median of its times over the runs; the slowest calls with shapes."""
+    calls = [Call("aten::add.out", lambda: None, "model.py:3", "self 2x3, other 2x3 -> 2x3"),
+             Call("aten::relu.out", lambda: None, "", "self 2x3 -> 2x3")]
+    runs = [[(calls[0], a), (calls[1], b)] for a, b in ((1.0, 9.0), (3.0, 2.0), (2.0, 1.0))]
+    timings = median_profile(runs)
+    assert timings == [(calls[0], 2.0), (calls[1], 2.0)]
+    text = format_profile([(calls[0], 0.004), (calls[1], 0.001)], slowest=1)
+    assert "4.000 ms  aten::add.out  self 2x3, other 2x3 -> 2x3  (model.py:3)" in text
+    assert "aten::relu.out  self" not in text  # beyond the one slowest call
 
 
 def test_export_errors_are_clean(tmp_path):
