@@ -596,7 +596,6 @@ def _specs(specs: list[TensorSpec]) -> str:
     return ", ".join(str(s) for s in specs)
 
 
-
 def _shapes(inputs: Sequence[tuple[str, np.ndarray]], outputs: Sequence[np.ndarray]) -> str:
     """A call's tensors as ``"name AxB, ... -> CxD, ..."`` (unnamed where the name is empty)."""
     def size(a: np.ndarray) -> str:
