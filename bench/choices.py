@@ -1,13 +1,14 @@
-"""What one kernel choice buys in a whole model: the same bundle loaded with it on and off.
+"""What one kernel choice buys in a whole model: the model run with it on and off.
 
-Usage: python bench/choices.py [--choice einsum|columns|conv-rows|small-kernel]
+Usage: python bench/choices.py [--choice einsum|columns|conv-rows|flat-columns|small-kernel]
        [--models convnext,cnn,...] [--runs 60]
 
-Kernels choose their algorithm when a program is loaded (``Kernel.prepared``), so one exported
-bundle is loaded twice: once as is and once with the choice switched off (``einsum``: depthwise
-convolutions per tap over phase planes only, never one ``einsum``; ``columns``: convolution
-products never in column blocks; ``conv-rows``: convolution weights over few positions never in
-row blocks; a linear layer's row blocks are chosen at export, with its weight's layout;
+Kernels choose their algorithm when a program is loaded (``Kernel.prepared``), and the scratch
+it needs and a linear layer's weight layout at export, so each model is exported and loaded
+twice: as is, and with the choice switched off (``einsum``: depthwise convolutions per tap over
+phase planes only, never one ``einsum``; ``columns``: convolution products never in column
+blocks; ``conv-rows``: convolution weights over few positions never in row blocks;
+``flat-columns``: stride-1 convolutions' columns always from the input padded in 2-D;
 ``small-kernel``: every block rule of OpenBLAS's small-matrix kernel, linear row blocks included,
 as on a BLAS with that kernel (on) and without (off)). ``columns`` and ``conv-rows`` are timed
 as if the BLAS had that kernel on both sides (the runtime makes no blocks where it lacks it). Both
@@ -21,10 +22,12 @@ Models: the zoo's and the real-model tier's names (tests/models/tier.py).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -39,24 +42,38 @@ from runtime_py.program import Program  # noqa: E402
 SWITCHES = {"einsum": [(nn, "EINSUM_POSITIONS", 0)],
             "columns": [(linalg, "SMALL_PRODUCT", 1 << 62)],
             "conv-rows": [(nn, "BLOCKED_POSITIONS", 0)],
+            "flat-columns": [(nn, "FLAT_COLUMNS", False)],
             "small-kernel": [(linalg, "SMALL_KERNEL", False)]}
 # choice -> the settings of both sides: the block rules act only with the small kernel
 BOTH = {choice: [(linalg, "SMALL_KERNEL", True)] for choice in ("columns", "conv-rows",
                                                                   "small-kernel")}
 
 
-def load_with(path: Path, settings: list[tuple[object, str, object]]) -> Program:
-    """``path`` loaded with the module constants ``settings`` set (restored afterwards)."""
+@contextlib.contextmanager
+def switched(settings: list[tuple[object, str, object]]) -> Iterator[None]:
+    """The module constants ``settings`` set for the block (restored afterwards)."""
     saved = [(module, name, getattr(module, name)) for module, name, _ in settings]
     for module, name, value in settings:
         setattr(module, name, value)
     nn._conv_plan.cache_clear()
     try:
-        return Program.load(path)
+        yield
     finally:
         for module, name, value in reversed(saved):
             setattr(module, name, value)
         nn._conv_plan.cache_clear()
+
+
+def exported(model: object, inputs: tuple, name: str, path: Path,
+             settings: list[tuple[object, str, object]]) -> Program:
+    """``model`` exported to ``path`` and loaded, both with ``settings`` (a choice can change
+    the scratch its calls ask for at export)."""
+    from toolchain.export import export
+    from toolchain.serialize.bundle import write_bundle
+
+    with switched(settings):
+        write_bundle(export(model, inputs, name=name), path)
+        return Program.load(path)
 
 
 def paired_ratios(on: Program, off: Program, arrays: list[np.ndarray], runs: int) -> list[float]:
@@ -82,20 +99,18 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=60)
     args = parser.parse_args()
 
-    from toolchain.export import export
     from toolchain.modules import load_file
-    from toolchain.serialize.bundle import write_bundle
 
     tier = load_file(ROOT / "tests" / "models" / "tier.py")
     print(f"{'model':20s} {args.choice} on/off (quartiles)   max difference / max output")
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models.split(","):
             model, inputs = tier.build(name)
-            path = Path(tmp) / f"{name}.nee"
-            write_bundle(export(model, inputs, name=name), path)
             arrays = [t.numpy() for t in inputs]
             both = BOTH.get(args.choice, [])
-            on, off = load_with(path, both), load_with(path, both + SWITCHES[args.choice])
+            on, off = (exported(model, inputs, name, Path(tmp) / f"{name}-{side}.nee", settings)
+                       for side, settings in (("on", both),
+                                              ("off", both + SWITCHES[args.choice])))
             diff = max(float(np.abs(a - b).max() / max(np.abs(a).max(), 1e-30)) for a, b in
                        zip(on.run(*arrays), off.run(*arrays), strict=True))
             r = paired_ratios(on, off, arrays, args.runs)

@@ -2,7 +2,8 @@
 
 Spatial ops share :class:`_Window` (kernel/stride/padding/dilation geometry). Convolution is one
 BLAS matmul over an im2col column buffer (built with one strided copy of the input padded into
-scratch; 1x1 convs read the input directly). Depthwise convolution and max/avg pooling instead
+scratch, or at stride 1 and the input's width of a flat copy of it between zero margins; 1x1
+convs read the input directly). Depthwise convolution and max/avg pooling instead
 combine taps over stride phase planes of the input (``_phase_taps``), so that each tap is one
 long contiguous run; where numpy's per-call cost dominates (few positions per channel and tap),
 depthwise convolution is one ``einsum`` over a strided window view of a channels-last copy, and
@@ -144,6 +145,8 @@ class _ConvPlan:
     # have the channels last
     ones: bool = False  # the columns end in a row of ones that the bias, appended to the
     # weight as a column, multiplies (BIAS_IN_PRODUCT)
+    flat: bool = False  # the columns come from ``padded`` as a flat copy of the input with zero
+    # margins (``_column_source``, FLAT_COLUMNS), not from the input padded in 2-D
 
     @property
     def adds_bias(self) -> bool:
@@ -185,6 +188,17 @@ EINSUM_POSITIONS = 0.5
 BIAS_IN_PRODUCT = True
 
 
+# A stride-1 convolution whose output is as wide as its input ("same" padding along W) builds
+# its im2col columns from a flat copy of each input channel between zero margins: each tap's
+# columns are then one contiguous run of Ho x W values, where the 2-D padded copy gives runs of
+# W (numpy's per-run cost dominates short runs), and the values a run wraps in from the next or
+# previous row are zeroed after (``_column_source``, ``_wrapped``; the same columns, bit for
+# bit). Column builds, 1 thread: 16 -> 16 over 32 x 32 (cnn) 38 -> 17 us, 3 -> 16 10 -> 6 us,
+# resnet18's 3x3 layers 0.33-0.6x (64 over 56 x 56: 433 -> 263 us); whole models, on / off
+# (``bench/choices.py --choice flat-columns``, 3 runs of 60 pairs): cnn 0.87, resnet18 0.93.
+FLAT_COLUMNS = True
+
+
 @functools.lru_cache(maxsize=1024)
 def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: IntList,
                padding: IntList, dilation: IntList, groups: int,
@@ -193,10 +207,11 @@ def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: IntLi
     are tuples (hashable), as the runtime passes them. With a ``budget`` (scratch bytes), the
     im2col columns cover as many output rows as fit (at least one) instead of all of them.
     With a ``bias``, an ungrouped convolution adds it in its product (BIAS_IN_PRODUCT).
-    Depthwise convolution is one einsum over channels-last copies where it has few positions
-    per channel and tap (EINSUM_POSITIONS), else (or if those do not fit the budget) works on
-    as many channels at a time as fit in the budget and in DEPTHWISE_BLOCK_BYTES (at least
-    one)."""
+    A stride-1 convolution as wide as its input copies its columns from a flat copy of the input
+    (FLAT_COLUMNS). Depthwise convolution is one einsum over channels-last copies where it has
+    few positions per channel and tap (EINSUM_POSITIONS), else (or if those do not fit the
+    budget) works on as many channels at a time as fit in the budget and in
+    DEPTHWISE_BLOCK_BYTES (at least one)."""
     if len(w_shape) == 3:
         x_shape, w_shape = (*x_shape[:2], 1, x_shape[2]), (*w_shape[:2], 1, w_shape[2])
         stride, padding, dilation = ((first, *expand_param(v, 1)) for first, v in
@@ -228,6 +243,11 @@ def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: IntLi
         return _ConvPlan(win, out_shape, pads, padded, (2, *run), depthwise=True, tile=tile)
     direct = (kh, kw) == (1, 1) and pads is None and stride == (1, 1)
     ones = BIAS_IN_PRODUCT and bias and groups == 1 and (not direct or c <= o)
+    flat = (FLAT_COLUMNS and not direct and stride == dilation == (1, 1)
+            and 2 * padding[1] == kw - 1)
+    if flat:
+        margin = padding[0] * hw[1] + padding[1]
+        padded = (n * c * (math.prod(hw) + margin) + margin,)
     if direct:
         work = (n, c + 1, math.prod(hw)) if ones else None
         if ones and budget is not None and budget < workspace_bytes((work, "float32")):
@@ -239,7 +259,7 @@ def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: IntLi
             room = budget - (workspace_bytes((padded, "float32")) if padded else 0)
             tile = max(1, min(out_hw[0], room // row))
         work = (n, depth, tile, out_hw[1])
-    return _ConvPlan(win, out_shape, pads, padded, work, False, tile, ones=ones)
+    return _ConvPlan(win, out_shape, pads, padded, work, False, tile, ones=ones, flat=flat)
 
 
 def _column_phases(n: int, c: int, win: _Window) -> tuple[int, ...]:
@@ -389,39 +409,77 @@ def _phase_fill(x: np.ndarray, plane: np.ndarray, origin: tuple[int, int],
     return plane[(..., *dst)], x[(..., *src)]
 
 
+def _column_source(x: np.ndarray, plan: _ConvPlan, ws: Workspace) -> tuple[np.ndarray, Bound]:
+    """(what a non-depthwise convolution's columns are copied from, the call preparing it):
+    ``x`` itself for a direct convolution, else a zero-copy im2col view (N, C, KH, KW, Ho, Wo)
+    of ``x`` padded in 2-D, or of its flat copy between margins (``plan.flat``) where each tap's
+    view is one run of Ho x W values."""
+    if plan.direct:
+        return x, _nothing
+    if not plan.flat:
+        padded, pad = _padding(x, plan.pads, 0, ws)
+        return plan.win.columns(padded), pad
+    n, c, h, w = x.shape
+    (kh, kw), (ph, pw), (ho, wo) = plan.win.kernel, plan.win.padding, plan.win.out_hw
+    buf, margin = ws.take(plan.padded, x.dtype), ph * w + pw
+    run, item = h * w + margin, buf.itemsize  # a channel's elements: its margin, its values
+    strided = np.lib.stride_tricks.as_strided
+    margins = strided(buf, (n * c + 1, margin), (run * item, item))
+    values = strided(buf[margin:], (n, c, h * w), (c * run * item, run * item, item))
+    source = strided(buf, (n, c, kh, kw, ho, wo),
+                     tuple(v * item for v in (c * run, run, w, 1, w, 1)), writeable=False)
+    return source, run_all(functools.partial(margins.fill, 0),
+                           copier(values.reshape(x.shape), x))
+
+
+def _wrapped(cols: np.ndarray, win: _Window) -> list[np.ndarray]:
+    """The views of flat columns (N, C, KH, KW, rows, Wo) that a tap's run took from the next
+    or previous row: the first ``pad - j`` columns of tap column j < pad, the last ``j - pad``
+    of j > pad; they must be zero (the padding)."""
+    pad, wo = win.padding[1], win.out_hw[1]
+    return [cols[..., j, :, :min(wo, pad - j)] if j < pad else
+            cols[..., j, :, max(0, wo + pad - j):] for j in range(win.kernel[1]) if j != pad]
+
+
 def _grouped(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, plan: _ConvPlan,
              groups: int, work: np.ndarray | None, out: np.ndarray) -> Bound:
-    """One (batched) BLAS matmul per group and row tile over the column buffer, into out;
-    with ``plan.ones``, the bias is the weight's last column and the columns' last row ones."""
+    """One (batched) BLAS matmul per group and row tile over the column buffer (copied from
+    ``x``, see ``_column_source``), into out; with ``plan.ones``, the bias is the weight's last
+    column and the columns' last row ones."""
     n, o = out.shape[:2]
     w = weight.reshape(groups, o // groups, -1)
     if plan.ones:
         w = np.concatenate([w, bias.reshape(1, o, 1)], axis=2)
     if work is None:  # ``plan.direct``: the input is the column matrix
-        cols = x.reshape(n, groups, -1, out.shape[2] * out.shape[3])
         dst = out.reshape((n, groups, o // groups, -1), copy=False)
-        return _conv_product(w, cols, dst)
+        shape = (n, groups, -1, out.shape[2] * out.shape[3])
+        try:
+            return _conv_product(w, x.reshape(shape, copy=False), dst)
+        except ValueError:  # a view no reshape makes a matrix (permuted): copied at each run
+            return lambda: np.matmul(w, x.reshape(shape), dst)
     depth, tile = work.shape[1] - plan.ones, work.shape[-2]
     fill = functools.partial(work[:, depth].fill, 1) if plan.ones else _nothing
     if plan.direct:  # the input copied above the ones row
-        copy = copier(work[:, :depth], x.reshape(work[:, :depth].shape))
+        copy = copier(work[:, :depth].reshape(x.shape), x)
         dst = out.reshape((n, 1, o, -1), copy=False)
         return run_all(fill, copy, _conv_product(w, work.reshape(n, 1, depth + 1, -1), dst))
-    columns = plan.win.columns(x)
     tiles = []
     for r0 in range(0, out.shape[2], tile):
         rows = min(tile, out.shape[2] - r0)
         cols = work[..., :rows, :]
-        tiles.append((cols[:, :depth].reshape(columns[..., :rows, :].shape),
-                      columns[..., r0:r0 + rows, :],
+        columns = cols[:, :depth].reshape(x[..., :rows, :].shape)
+        tiles.append((columns, x[..., r0:r0 + rows, :],
+                      _wrapped(columns, plan.win) if plan.flat else [],
                       cols.reshape(n, groups, -1, rows * out.shape[3]),
                       out[:, :, r0:r0 + rows].reshape((n, groups, o // groups, -1), copy=False)))
-    products = [_conv_product(w, cols2d, dst) for _, _, cols2d, dst in tiles]
+    products = [_conv_product(w, cols2d, dst) for *_, cols2d, dst in tiles]
 
     def run() -> None:
         fill()
-        for (cols, src, _, _), product in zip(tiles, products, strict=True):
+        for (cols, src, wrapped, *_), product in zip(tiles, products, strict=True):
             np.copyto(cols, src)
+            for values in wrapped:
+                values.fill(0)
             product()
 
     return run
@@ -553,7 +611,7 @@ def convolution(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
         compute = _depthwise(input, weight, plan, scratch, out)
     else:
         ws = Workspace(scratch)
-        x, pad = _padding(input, plan.pads, 0, ws)
+        x, pad = _column_source(input, plan, ws)
         work = ws.take(plan.work, out.dtype) if plan.work else None
         compute = then(pad, _grouped(x, weight, bias, plan, groups, work, out))
     if bias is not None and not plan.adds_bias:

@@ -14,14 +14,15 @@ from kernel_harness import (
     check_rules,
     coarse,
     placeholder,
+    planned_scratch,
     random,
     run_kernel,
     to_kernel_arg,
     with_layout,
 )
 
-from runtime_py.kernels import KERNELS
-from runtime_py.kernels.nn import _conv_plan, _ConvPlan
+from runtime_py.kernels import KERNELS, nn
+from runtime_py.kernels.nn import _conv_plan, _ConvPlan, conv_shape
 
 aten = torch.ops.aten
 CONV_TOL = {"rtol": 1e-4, "atol": 1e-5}
@@ -36,6 +37,9 @@ CONV_CASES = {
     "1x1-narrowing": ((1, 24, 5, 5), (16, 24, 1, 1), [1, 1], [0, 0], [1, 1], 1),
     "1x1-stride2": ((1, 16, 8, 8), (8, 16, 1, 1), [2, 2], [0, 0], [1, 1], 1),
     "grouped": ((1, 8, 7, 7), (12, 2, 3, 3), [1, 1], [1, 1], [1, 1], 4),
+    # stride 1, as wide as the input: columns from a flat copy (FLAT_COLUMNS)
+    "5x3-rows-unpadded": ((2, 3, 6, 8), (4, 3, 3, 5), [1, 1], [0, 2], [1, 1], 1),
+    "kernel-wider-than-input": ((1, 2, 3, 2), (3, 2, 3, 5), [1, 1], [1, 2], [1, 1], 1),
     "depthwise": ((2, 6, 9, 9), (6, 1, 3, 3), [1, 1], [1, 1], [1, 1], 6),
     "depthwise-s2-5x5": ((1, 8, 11, 11), (8, 1, 5, 5), [2, 2], [2, 2], [1, 1], 8),
     "depthwise-large-5x5": ((1, 8, 20, 20), (8, 1, 5, 5), [2, 2], [2, 2], [1, 1], 8),
@@ -70,8 +74,8 @@ def test_convolution(case: str, layout: str, bias: bool) -> None:
 
 @pytest.mark.parametrize("budget", [1, 20_000, 150_000])
 @pytest.mark.parametrize("case", ["3x3", "stride2-asym", "dilated", "7x7-stem", "grouped",
-                                  "1x1", "conv1d", "depthwise", "depthwise-s2-5x5",
-                                  "conv1d-depthwise", "depthwise-small-image",
+                                  "1x1", "conv1d", "5x3-rows-unpadded", "depthwise",
+                                  "depthwise-s2-5x5", "conv1d-depthwise", "depthwise-small-image",
                                   "depthwise-windowed-tiled"])
 def test_convolution_under_a_scratch_budget(case: str, budget: int) -> None:
     """A budgeted scratch (as add_scratch plans for boards with ``scratch_limit``) makes im2col
@@ -106,6 +110,53 @@ def test_bias_in_the_product(case: str, ones: bool) -> None:
     key = (x_shape, w_shape, tuple(stride), tuple(padding), tuple(dilation), groups, None)
     assert _conv_plan(*key, True).ones is ones
     assert not _conv_plan(*key, False).ones
+
+
+FLAT = {"3x3", "grouped", "conv1d", "5x3-rows-unpadded", "kernel-wider-than-input"}
+
+
+@pytest.mark.parametrize("case", sorted(c for c in CONV_CASES if "depth" not in c))
+def test_flat_columns(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stride-1 convolutions as wide as their input, and only those, copy their columns from a
+    flat copy of the input; their output is bit for bit the one from the 2-D padded input."""
+    x_shape, w_shape, stride, padding, dilation, groups = CONV_CASES[case]
+    key = (x_shape, w_shape, tuple(stride), tuple(padding), tuple(dilation), groups)
+    assert _conv_plan(*key).flat is (case in FLAT)
+    args = {"input": random(x_shape).numpy(), "weight": random(w_shape).numpy(),
+            "bias": random((w_shape[0],)).numpy(), "stride": key[2], "padding": key[3],
+            "dilation": key[4], "transposed": False, "output_padding": (0,) * len(stride),
+            "groups": groups}
+    kernel, outs = KERNELS["aten::convolution.out"], []
+    for flat in (True, False):
+        monkeypatch.setattr(nn, "FLAT_COLUMNS", flat)
+        _conv_plan.cache_clear()
+        scratch = np.full(kernel.scratch(**args), 0xFF, np.uint8)  # NaN garbage
+        outs.append(np.full(conv_shape(**args), np.nan, np.float32))
+        kernel.fn(**args, out=outs[-1], scratch=scratch)
+    _conv_plan.cache_clear()
+    np.testing.assert_array_equal(*outs)
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "strided"])
+@pytest.mark.parametrize("case", sorted(CONV_CASES))
+def test_convolution_reads_its_input_at_each_run(case: str, layout: str) -> None:
+    """A call prepared once reads the input's current values at every run, whatever the
+    input's layout (a permuted or sliced view included: a reshape that copies at prepare
+    would keep the first values)."""
+    x_shape, w_shape, stride, padding, dilation, groups = CONV_CASES[case]
+    x = to_kernel_arg(with_layout(random(x_shape), layout))
+    args = {"input": x, "weight": random(w_shape).numpy(), "bias": random((w_shape[0],)).numpy(),
+            "stride": tuple(stride), "padding": tuple(padding), "dilation": tuple(dilation),
+            "transposed": False, "output_padding": (0,) * len(stride), "groups": groups}
+    kernel = KERNELS["aten::convolution.out"]
+    out = np.empty(conv_shape(**args), np.float32)
+    call = kernel.bind({**args, "out": out, **planned_scratch(kernel, args)})
+    call()
+    x[...] = random(x_shape).numpy()  # new values, in place
+    call()
+    want = np.empty_like(out)
+    kernel.fn(**args, out=want)
+    np.testing.assert_array_equal(out, want)
 
 
 def test_transposed_convolution_not_implemented() -> None:
