@@ -97,9 +97,13 @@ def _expanded(ufunc: np.ufunc, operands: tuple[np.ndarray, ...], out: np.ndarray
             target = out
         else:
             return None
-        column, matrix = a.reshape(rows, 1), target.reshape(rows, -1)
+        try:  # a view: a reshape that copies would keep the values of the load
+            column = a.reshape((rows, 1), copy=False)
+        except ValueError:  # a layout the view cannot express (a permuted gate)
+            return None
         if not column.flags.c_contiguous:  # np.dot would copy it
             return None
+        matrix = target.reshape(rows, -1)
         expand = functools.partial(np.dot, column, np.ones((1, matrix.shape[1]), out.dtype),
                                    matrix)
         first, second = (target, other) if i == 0 else (other, target)

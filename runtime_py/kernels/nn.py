@@ -874,12 +874,15 @@ def native_layer_norm(input: np.ndarray, normalized_shape: Sequence[int],
     if it has the room, to spread mean and rstd over short rows).
     """
     n = math.prod(normalized_shape)
-    rows = out0.reshape(-1, n)
-    weight, bias = (None if a is None else a.reshape(n) for a in (weight, bias))
+    rows = affine = out0.reshape(-1, n)
+    try:  # views: a reshape that copies (a permuted weight) would keep the values of the load
+        weight, bias = (None if a is None else a.reshape(n, copy=False) for a in (weight, bias))
+    except ValueError:  # weight and bias as they are, over out0's normalised dims
+        affine = out0.reshape(-1, *normalized_shape)
     need = elementwise.spread_bytes(rows.shape)
     spread = scratch if scratch is None or scratch.nbytes >= need else None
     return then(_standardize(input, out0, out1.reshape(-1, 1), out2.reshape(-1, 1), eps, spread),
-                _affine(rows, weight, bias))
+                _affine(affine, weight, bias))
 
 
 def _layer_norm_scratch(input: np.ndarray, normalized_shape: Sequence[int],

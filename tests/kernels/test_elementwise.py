@@ -7,7 +7,15 @@ import functools
 import numpy as np
 import pytest
 import torch
-from kernel_harness import LAYOUTS, check_op, coarse, out_variant, random, with_layout
+from kernel_harness import (
+    LAYOUTS,
+    check_op,
+    coarse,
+    out_variant,
+    random,
+    to_kernel_arg,
+    with_layout,
+)
 
 from runtime_py.kernels import KERNELS
 from runtime_py.kernels._common import TILED_ELEMENTS, out_shaped
@@ -492,3 +500,22 @@ def test_short_row_broadcast_is_expanded_first(op: str, where: str, gate_first: 
 def test_other_broadcasts_ask_no_scratch(maps: tuple[int, ...], gate: tuple[int, ...]) -> None:
     assert KERNELS["aten::mul.out"].scratch(self=random(maps).numpy(),
                                             other=random(gate).numpy()) == 0
+
+
+@pytest.mark.parametrize("layout", ["transposed", "strided"])
+@pytest.mark.parametrize("where", ["scratch", "out"])
+def test_expanded_gate_read_at_each_run(where: str, layout: str) -> None:
+    """A call prepared once reads a short-row gate's current values at every run, whatever its
+    layout: (2, 32, 1, 1) permuted cannot be viewed as (64, 1), and a reshape that copies at
+    prepare would expand the first values forever."""
+    kernel = KERNELS["aten::mul.out"]
+    maps = random((2, 32, 3, 3)).numpy()
+    gate = to_kernel_arg(with_layout(random((2, 32, 1, 1)), layout))
+    args = {"self": maps, "other": gate}
+    out = np.empty_like(maps)
+    scratch = np.zeros(kernel.scratch(**args), np.uint8) if where == "scratch" else None
+    call = kernel.bind({**args, "out": out, "scratch": scratch})
+    call()
+    gate[...] = random(gate.shape).numpy()  # new values, in place
+    call()
+    np.testing.assert_array_equal(out, maps * gate)

@@ -266,6 +266,32 @@ def test_native_layer_norm(shape: tuple[int, ...], normalized: list[int], affine
              bias=random(normalized) if affine else None, eps=1e-5)
 
 
+@pytest.mark.parametrize("layout", ["transposed", "strided"])
+@pytest.mark.parametrize(("shape", "normalized"), [((2, 5, 16), [16]), ((2, 3, 4, 5), [4, 5])])
+def test_native_layer_norm_reads_its_inputs_at_each_run(shape: tuple[int, ...],
+                                                        normalized: list[int],
+                                                        layout: str) -> None:
+    """A call prepared once reads the current values of its input and of a weight and bias
+    that are activations, whatever their layout (a reshape of a permuted weight copies)."""
+    args = {"input": to_kernel_arg(with_layout(random(shape), layout)),
+            "normalized_shape": tuple(normalized),
+            "weight": to_kernel_arg(with_layout(random(normalized), layout)),
+            "bias": to_kernel_arg(with_layout(random(normalized), layout)), "eps": 1e-5}
+    kernel = KERNELS["aten::native_layer_norm.out"]
+    stats = (*shape[:-len(normalized)], *(1,) * len(normalized))
+    outs = {"out0": np.empty(shape, np.float32), "out1": np.empty(stats, np.float32),
+            "out2": np.empty(stats, np.float32)}
+    call = kernel.bind({**args, **outs, **planned_scratch(kernel, args)})
+    call()
+    for name in ("input", "weight", "bias"):  # new values, in place
+        args[name][...] = random(args[name].shape).numpy()
+    call()
+    want = {name: np.empty_like(out) for name, out in outs.items()}
+    kernel.fn(**args, **want)
+    for name, out in outs.items():
+        np.testing.assert_array_equal(out, want[name], err_msg=name)
+
+
 @pytest.mark.parametrize("indices_shape", [(5,), (2, 7), ()])
 def test_embedding(indices_shape: tuple[int, ...]) -> None:
     indices = torch.randint(0, 10, indices_shape)
