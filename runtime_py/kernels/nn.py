@@ -7,7 +7,7 @@ convs read the input directly). Depthwise convolution and max/avg pooling instea
 combine taps over stride phase planes of the input (``_phase_taps``), so that each tap is one
 long contiguous run; where numpy's per-call cost dominates (few positions per channel and tap),
 depthwise convolution is one ``einsum`` over a strided window view of a channels-last copy, and
-pooling at stride 1 or over non-overlapping unpadded windows combines along W, then along H.
+pooling at stride 1 or over non-overlapping unpadded windows combines along H, then along W.
 Max pooling with indices walks strided tap views (``_Window.taps``).
 All but batch norm and max pooling with indices are prepared at load (``Kernel.prepared``):
 views and geometry are made once.
@@ -702,20 +702,25 @@ def _pool_taps(x: np.ndarray, win: _Window, pad: float, combine: np.ufunc, ws: W
 def _pool_separable(x: np.ndarray, win: _Window, pad: float, combine: np.ufunc, ws: Workspace,
                     out: np.ndarray) -> Bound:
     """out = ``combine`` over the windows of ``x`` padded with ``pad``, one axis at a time: the
-    KW taps of each padded row into a (..., rows, Wo) buffer, then the KH taps of its rows."""
+    KH taps of each padded column into a (..., Ho, columns) buffer, then the KW taps of its
+    columns. Along H first, so that the pass whose taps step by the W stride (short strided
+    runs, numpy's slow case) reads the buffer, Ho / H of the input. Against along W first (one
+    call, paired, 16-128 channels over 8-112 pixels): 2x2 max pooling at stride 2 0.78-0.90x,
+    average 0.90-1.03x; 3x3 and 5x5 at stride 1 0.95-0.98x."""
     padded, fill = _padding(x, win.pads(x.shape[-2:]), pad, ws)
-    along_w, along_h = _separated(win)
-    rows = ws.take((*x.shape[:-2], along_w.out_hw[0], win.out_hw[1]), out.dtype)
-    return long_loops(run_all(fill, *_combined(along_w.taps(padded), combine, rows),
-                              *_combined(along_h.taps(rows), combine, out)))
+    along_h, along_w = _separated(win)
+    columns = ws.take((*x.shape[:-2], *along_h.out_hw), out.dtype)
+    return long_loops(run_all(fill, *_combined(along_h.taps(padded), combine, columns),
+                              *_combined(along_w.taps(columns), combine, out)))
 
 
 def _separated(win: _Window) -> tuple[_Window, _Window]:
-    """``win`` as a (1, KW) window over the padded rows its windows read, then a (KH, 1) one."""
+    """``win`` as a (KH, 1) window over the padded columns its windows read, then a (1, KW)
+    one."""
     (kh, kw), (sh, sw), (dh, dw), (ho, wo) = win.kernel, win.stride, win.dilation, win.out_hw
-    rows = (ho - 1) * sh + dh * (kh - 1) + 1
-    return (_Window((1, kw), (1, sw), (0, 0), (1, dw), (rows, wo)),
-            _Window((kh, 1), (sh, 1), (0, 0), (dh, 1), (ho, wo)))
+    columns = (wo - 1) * sw + dw * (kw - 1) + 1
+    return (_Window((kh, 1), (sh, 1), (0, 0), (dh, 1), (ho, columns)),
+            _Window((1, kw), (1, sw), (0, 0), (1, dw), (ho, wo)))
 
 
 def _combined(taps: Iterator[tuple[int, int, np.ndarray]], combine: np.ufunc,
@@ -793,7 +798,7 @@ def _pool_scratch(self: np.ndarray, kernel_size: IntList, stride: IntList = (),
 def _combine_scratch(self: np.ndarray, kernel_size: IntList, stride: IntList = (),
                      padding: IntList = (0, 0), dilation: IntList = (1, 1),
                      ceil_mode: bool = False, **_: object) -> int:
-    """max_pool2d/avg_pool2d: the padded input (if padded) and the row-combined buffer when
+    """max_pool2d/avg_pool2d: the padded input (if padded) and the column-combined buffer when
     ``_separable``, else the phase planes and an accumulator run; the input's copies in its
     dtype, the rest as float32 (avg_pool2d_int8 sums int8 into float32)."""
     win = _pool_window(self, kernel_size, stride, padding, dilation, ceil_mode)
@@ -803,8 +808,8 @@ def _combine_scratch(self: np.ndarray, kernel_size: IntList, stride: IntList = (
         return workspace_bytes((planes, self.dtype), (run, "float32"))
     pads = win.pads(hw)
     padded = [(_padded_shape(self.shape, pads), self.dtype)] if pads else []
-    rows = (*lead, _separated(win)[0].out_hw[0], win.out_hw[1])
-    return workspace_bytes(*padded, (rows, "float32"))
+    columns = (*lead, *_separated(win)[0].out_hw)
+    return workspace_bytes(*padded, (columns, "float32"))
 
 
 def _pool_counts(win: _Window, axis: int, size: int, count_include_pad: bool) -> np.ndarray:
