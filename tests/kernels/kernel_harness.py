@@ -125,6 +125,31 @@ def run_kernel(kernel: Kernel, args: dict[str, Any], outs: dict[str, np.ndarray]
         peak = peak_bytes(call)
     limit = max(4096, sum(o.nbytes for o in outs.values()) // 4)
     assert not extra or not _contiguous(args) or peak < limit, f"allocated {peak} bytes"
+    rereads_its_input(kernel, call, args, outs)
+
+
+def rereads_its_input(kernel: Kernel, call: Callable[[], None], args: dict[str, Any],
+                      outs: dict[str, np.ndarray]) -> None:
+    """Assert that the bound ``call``, run again after its first tensor argument's values are
+    permuted in place, gives what a call prepared afresh gives: it reads that input at each
+    run, as the runtime needs (a reshape of a permuted view copies; done at prepare, it would
+    keep the first run's values). ``call``'s outs hold its original results afterwards."""
+    x = next((v for v in args.values() if isinstance(v, np.ndarray)), None)
+    if (x is None or x.size < 2 or not x.flags.writeable
+            or any(np.shares_memory(x, out) for out in outs.values())):
+        return
+    saved = x.copy()
+    x[...] = np.random.default_rng(0).permutation(saved.reshape(-1)).reshape(x.shape)
+    try:
+        call()
+        fresh = {name: np.empty_like(out) for name, out in outs.items()}
+        kernel.bind({**args, **fresh})()
+        for name, out in outs.items():
+            np.testing.assert_allclose(out, fresh[name], rtol=RTOL, atol=ATOL, equal_nan=True,
+                                       err_msg=f"{name} after new input values: a stale copy?")
+    finally:
+        x[...] = saved
+        call()
 
 
 def check_op(op: torch._ops.OpOverload, *, rtol: float = RTOL, atol: float = ATOL,
