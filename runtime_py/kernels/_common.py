@@ -48,6 +48,16 @@ def copier(out: np.ndarray, src: np.ndarray) -> Callable[[], None]:
     return functools.partial(operator.setitem, out, Ellipsis, src)
 
 
+def view_as(a: np.ndarray, shape: Sequence[int]) -> np.ndarray | None:
+    """``a`` reshaped to ``shape`` as a view of its memory, or None where its strides cannot
+    express that (a permuted or sliced layout): a reshape would copy, and a kernel that kept
+    that copy from prepare would read the first run's values at every run."""
+    try:
+        return a.reshape(shape, copy=False)
+    except ValueError:
+        return None
+
+
 def out_shaped(a: object, out: np.ndarray) -> object:
     """``a`` in ``out``'s shape where that is free or cheap, so numpy takes its no-broadcast
     path: viewed so if it is an array with as many elements that allows the view without a
@@ -56,11 +66,9 @@ def out_shaped(a: object, out: np.ndarray) -> object:
     most TILED_ELEMENTS; else ``a`` itself."""
     if not isinstance(a, np.ndarray) or a.shape == out.shape:
         return a
-    if a.size == out.size:
-        try:
-            return a.reshape(out.shape, copy=False)
-        except ValueError:  # a strided layout the view cannot express
-            pass
+    view = view_as(a, out.shape) if a.size == out.size else None
+    if view is not None:
+        return view
     if a.flags.writeable or not a.ndim or out.size > TILED_ELEMENTS:
         return a
     try:

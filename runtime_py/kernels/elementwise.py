@@ -27,6 +27,7 @@ from runtime_py.kernels._common import (
     f32,
     like_self,
     out_shaped,
+    view_as,
     workspace_bytes,
 )
 
@@ -97,11 +98,8 @@ def _expanded(ufunc: np.ufunc, operands: tuple[np.ndarray, ...], out: np.ndarray
             target = out
         else:
             return None
-        try:  # a view: a reshape that copies would keep the values of the load
-            column = a.reshape((rows, 1), copy=False)
-        except ValueError:  # a layout the view cannot express (a permuted gate)
-            return None
-        if not column.flags.c_contiguous:  # np.dot would copy it
+        column = view_as(a, (rows, 1))  # None for a permuted gate
+        if column is None or not column.flags.c_contiguous:  # np.dot would copy it
             return None
         matrix = target.reshape(rows, -1)
         expand = functools.partial(np.dot, column, np.ones((1, matrix.shape[1]), out.dtype),

@@ -33,6 +33,7 @@ from runtime_py.kernels._common import (
     expand_param,
     f32,
     out_shaped,
+    view_as,
     workspace_bytes,
 )
 from runtime_py.kernels.indexing import constant_pad_nd, take
@@ -453,10 +454,10 @@ def _grouped(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, plan: _
     if work is None:  # ``plan.direct``: the input is the column matrix
         dst = out.reshape((n, groups, o // groups, -1), copy=False)
         shape = (n, groups, -1, out.shape[2] * out.shape[3])
-        try:
-            return _conv_product(w, x.reshape(shape, copy=False), dst)
-        except ValueError:  # a view no reshape makes a matrix (permuted): copied at each run
+        cols = view_as(x, shape)
+        if cols is None:  # a permuted input: reshaped (copied) at each run
             return lambda: np.matmul(w, x.reshape(shape), dst)
+        return _conv_product(w, cols, dst)
     depth, tile = work.shape[1] - plan.ones, work.shape[-2]
     fill = functools.partial(work[:, depth].fill, 1) if plan.ones else _nothing
     if plan.direct:  # the input copied above the ones row
@@ -880,9 +881,10 @@ def native_layer_norm(input: np.ndarray, normalized_shape: Sequence[int],
     """
     n = math.prod(normalized_shape)
     rows = affine = out0.reshape(-1, n)
-    try:  # views: a reshape that copies (a permuted weight) would keep the values of the load
-        weight, bias = (None if a is None else a.reshape(n, copy=False) for a in (weight, bias))
-    except ValueError:  # weight and bias as they are, over out0's normalised dims
+    flat = [None if a is None else view_as(a, (n,)) for a in (weight, bias)]
+    if (weight is None or flat[0] is not None) and (bias is None or flat[1] is not None):
+        weight, bias = flat
+    else:  # permuted activations: weight and bias as they are, over out0's normalised dims
         affine = out0.reshape(-1, *normalized_shape)
     need = elementwise.spread_bytes(rows.shape)
     spread = scratch if scratch is None or scratch.nbytes >= need else None

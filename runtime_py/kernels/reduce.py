@@ -22,6 +22,7 @@ from runtime_py.kernels._common import (
     Workspace,
     like_self,
     reduce_axes,
+    view_as,
     workspace_bytes,
 )
 
@@ -51,12 +52,8 @@ def _as_product(fn: KernelFn, mean: bool) -> Callable[..., Bound]:
         n = math.prod(self.shape[a] for a in reduced)
         trailing = reduced == list(range(self.ndim - len(reduced), self.ndim))
         if trailing and n and out.size and self.dtype == out.dtype == np.float32:
-            try:
-                rows = self.reshape((out.size, n), copy=False)
-                column = out.reshape((out.size, 1), copy=False)
-            except ValueError:  # a strided layout the views cannot express
-                pass
-            else:
+            rows, column = view_as(self, (out.size, n)), view_as(out, (out.size, 1))
+            if rows is not None and column is not None:
                 weights = np.full((n, 1), 1 / n if mean else 1, np.float32)
                 return linalg.product(rows, weights, column)
         return functools.partial(fn, self, dim, keepdim, dtype=dtype, out=out)
