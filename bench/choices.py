@@ -1,6 +1,7 @@
 """What one kernel choice buys in a whole model: the model run with it on and off.
 
-Usage: python bench/choices.py [--choice einsum|columns|conv-rows|flat-columns|small-kernel]
+Usage: python bench/choices.py [--choice einsum|columns|conv-rows|flat-columns|pair-casts|
+       small-kernel]
        [--models convnext,cnn,...] [--runs 60]
 
 Kernels choose their algorithm when a program is loaded (``Kernel.prepared``), and the scratch
@@ -9,6 +10,7 @@ twice: as is, and with the choice switched off (``einsum``: depthwise convolutio
 phase planes only, never one ``einsum``; ``columns``: convolution products never in column
 blocks; ``conv-rows``: convolution weights over few positions never in row blocks;
 ``flat-columns``: stride-1 convolutions' columns always from the input padded in 2-D;
+``pair-casts``: stride-2 gathers (phase planes, im2col columns) always as strided copies;
 ``small-kernel``: every block rule of OpenBLAS's small-matrix kernel, linear row blocks included,
 as on a BLAS with that kernel (on) and without (off)). ``columns`` and ``conv-rows`` are timed
 as if the BLAS had that kernel on both sides (the runtime makes no blocks where it lacks it). Both
@@ -35,7 +37,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from runtime_py.kernels import linalg, nn  # noqa: E402
+from runtime_py.kernels import _common, linalg, nn  # noqa: E402
 from runtime_py.program import Program  # noqa: E402
 
 # choice -> the settings that switch it off: (module, constant, value)
@@ -43,6 +45,7 @@ SWITCHES = {"einsum": [(nn, "EINSUM_POSITIONS", 0)],
             "columns": [(linalg, "SMALL_PRODUCT", 1 << 62)],
             "conv-rows": [(nn, "BLOCKED_POSITIONS", 0)],
             "flat-columns": [(nn, "FLAT_COLUMNS", False)],
+            "pair-casts": [(_common, "PAIR_CASTS", False)],
             "small-kernel": [(linalg, "SMALL_KERNEL", False)]}
 # choice -> the settings of both sides: the block rules act only with the small kernel
 BOTH = {choice: [(linalg, "SMALL_KERNEL", True)] for choice in ("columns", "conv-rows",

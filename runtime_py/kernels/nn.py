@@ -32,6 +32,7 @@ from runtime_py.kernels._common import (
     copier,
     expand_param,
     f32,
+    gather_copier,
     out_shaped,
     view_as,
     workspace_bytes,
@@ -290,7 +291,7 @@ def _phase_taps(x: np.ndarray, win: _Window, value: float, ws: Workspace
     shape, run_shape = _phase_planes(x.shape[:-2], win)
     planes = ws.take(shape, x.dtype)
     hq, wq = shape[-2:]
-    fills = [_phase_fill(x, planes[p * sw + q], (p - ph, q - pw), (sh, sw))
+    fills = [gather_copier(*_phase_fill(x, planes[p * sw + q], (p - ph, q - pw), (sh, sw)))
              for p in range(sh) for q in range(sw)]
     flat = planes.reshape(*shape[:-2], hq * wq)
     taps = []
@@ -300,8 +301,8 @@ def _phase_taps(x: np.ndarray, win: _Window, value: float, ws: Workspace
 
     def fill() -> None:
         planes.fill(value)
-        for dst, src in fills:
-            np.copyto(dst, src)
+        for copy in fills:
+            copy()
 
     def valid(run: np.ndarray) -> np.ndarray:
         return run.reshape(*run_shape[:-1], win.out_hw[0], wq)[..., :win.out_hw[1]]
@@ -474,11 +475,12 @@ def _grouped(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, plan: _
                       cols.reshape(n, groups, -1, rows * out.shape[3]),
                       out[:, :, r0:r0 + rows].reshape((n, groups, o // groups, -1), copy=False)))
     products = [_conv_product(w, cols2d, dst) for *_, cols2d, dst in tiles]
+    copies = [gather_copier(cols, src) for cols, src, *_ in tiles]
 
     def run() -> None:
         fill()
-        for (cols, src, wrapped, *_), product in zip(tiles, products, strict=True):
-            np.copyto(cols, src)
+        for (_, _, wrapped, *_), copy, product in zip(tiles, copies, products, strict=True):
+            copy()
             for values in wrapped:
                 values.fill(0)
             product()

@@ -22,6 +22,7 @@ from kernel_harness import (
 )
 
 from runtime_py.kernels import KERNELS, nn
+from runtime_py.kernels._common import _pairs, gather_copier
 from runtime_py.kernels.nn import _conv_plan, _ConvPlan, conv_shape
 
 aten = torch.ops.aten
@@ -135,6 +136,34 @@ def test_flat_columns(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
         kernel.fn(**args, out=outs[-1], scratch=scratch)
     _conv_plan.cache_clear()
     np.testing.assert_array_equal(*outs)
+
+
+_GATHERS = {  # name -> (view of a (2, 5, 6) array, whether it copies as pairs)
+    "even-columns": (lambda a: a[..., ::2], True),
+    "odd-rows-columns": (lambda a: a[:, 1:4, 1::2], True),
+    "neighbour-past-the-end": (lambda a: a[..., 1::2], False),  # a[1, 4, 5] is the last
+    "stride-3": (lambda a: a[..., ::3], False),
+    "contiguous": (lambda a: a[..., 1:4], False),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+@pytest.mark.parametrize("readonly", [False, True])
+@pytest.mark.parametrize("name", sorted(_GATHERS))
+def test_gather_copier(name: str, readonly: bool, dtype: type) -> None:
+    """A stride-2 source copies as a cast of 8-byte pairs where every element's neighbour is
+    in its array's memory, else as a plain copy; both give the source's bits (NaN payloads
+    included)."""
+    view, as_pairs = _GATHERS[name]
+    values = np.arange(60, dtype=np.int32).astype(dtype)
+    if dtype is np.float32:
+        values.view(np.uint32)[::7] = 0x7FA00001  # signalling NaNs with a payload
+    a = (np.frombuffer(values.tobytes(), dtype) if readonly else values).reshape(2, 5, 6)
+    src = view(a)
+    assert (_pairs(src) is not None) is as_pairs
+    out = np.zeros(src.shape, dtype)
+    gather_copier(out, src)()
+    np.testing.assert_array_equal(out.view(np.uint32), np.ascontiguousarray(src).view(np.uint32))
 
 
 @pytest.mark.parametrize("layout", ["contiguous", "transposed", "strided"])
