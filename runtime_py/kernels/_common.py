@@ -52,15 +52,17 @@ def copier(out: np.ndarray, src: np.ndarray) -> Callable[[], None]:
 # columns) is a cast of 8-byte pairs, each element and its right neighbour, to their first
 # halves (``gather_copier``): numpy runs a contiguous cast loop where the copy would run a
 # strided one. 1 thread, 2x2 deinterleaves of 96 x 48 x 48: 0.5x; the im2col columns of a
-# stride-2 3x3 stem over 96 x 96: 0.63x, 7x7: 0.62x; 16 x 48 x 48: 0.77x.
+# stride-2 3x3 stem over 96 x 96: 0.63x, 7x7: 0.62x; 16 x 48 x 48: 0.77x. Over runs of fewer
+# than PAIR_RUN elements it can lose (cnn's 16 -> 32 columns over 8 x 8 outputs: 1.06-1.12x).
 PAIR_CASTS = True
+PAIR_RUN = 16
 
 
 def gather_copier(out: np.ndarray, src: np.ndarray) -> Callable[[], None]:
     """``copier(out, src)``; where ``src`` (of out's 4-byte dtype) steps two elements along its
-    last axis and each element's right neighbour is inside the array ``src`` views, the copy
-    runs as a cast of those pairs (PAIR_CASTS). Little-endian pairs: the same bytes on any
-    host."""
+    last axis, at least PAIR_RUN long, and each element's right neighbour is inside the array
+    ``src`` views, the copy runs as a cast of those pairs (PAIR_CASTS). Little-endian pairs:
+    the same bytes on any host."""
     pairs = _pairs(src) if PAIR_CASTS and out.dtype == src.dtype else None
     if pairs is None:
         return copier(out, src)
@@ -69,11 +71,10 @@ def gather_copier(out: np.ndarray, src: np.ndarray) -> Callable[[], None]:
 
 def _pairs(src: np.ndarray) -> np.ndarray | None:
     """``src`` as '<u8' pairs (each element, its right neighbour), or None (see above)."""
-    if src.dtype.itemsize != 4 or src.ndim == 0 or src.size == 0 or src.strides[-1] != 8:
+    if src.dtype.itemsize != 4 or src.ndim == 0 or src.shape[-1] < PAIR_RUN or \
+            src.size == 0 or src.strides[-1] != 8:
         return None
-    root = src
-    while isinstance(root.base, np.ndarray):
-        root = root.base
+    root = _owner(src)
     if not root.flags.c_contiguous:
         return None
     start, end = np.lib.array_utils.byte_bounds(root)
@@ -81,6 +82,15 @@ def _pairs(src: np.ndarray) -> np.ndarray | None:
     if high + 4 > end or any(s < 0 for s in src.strides):  # past the memory; low not first
         return None
     return np.ndarray(src.shape, "<u8", buffer=root, offset=low - start, strides=src.strides)
+
+
+def _owner(a: np.ndarray) -> np.ndarray:
+    """The array whose memory ``a`` views (through ``as_strided``'s wrapper too)."""
+    while True:
+        base = a.base if isinstance(a.base, np.ndarray) else getattr(a.base, "base", None)
+        if not isinstance(base, np.ndarray):
+            return a
+        a = base
 
 
 def view_as(a: np.ndarray, shape: Sequence[int]) -> np.ndarray | None:

@@ -138,12 +138,14 @@ def test_flat_columns(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
     np.testing.assert_array_equal(*outs)
 
 
-_GATHERS = {  # name -> (view of a (2, 5, 6) array, whether it copies as pairs)
+_GATHERS = {  # name -> (view of a (2, 3, 40) array, whether it copies as pairs)
     "even-columns": (lambda a: a[..., ::2], True),
-    "odd-rows-columns": (lambda a: a[:, 1:4, 1::2], True),
-    "neighbour-past-the-end": (lambda a: a[..., 1::2], False),  # a[1, 4, 5] is the last
+    "rows-odd-columns": (lambda a: a[:, :2, 1::2], True),
+    "neighbour-past-the-end": (lambda a: a[..., 1::2], False),  # a[1, 2, 39] is the last
+    "short-runs": (lambda a: a[..., :24:2], False),
     "stride-3": (lambda a: a[..., ::3], False),
-    "contiguous": (lambda a: a[..., 1:4], False),
+    "contiguous": (lambda a: a[..., 1:30], False),
+    "as-strided": (lambda a: np.lib.stride_tricks.as_strided(a, (2, 2, 16), (480, 164, 8)), True),
 }
 
 
@@ -155,10 +157,10 @@ def test_gather_copier(name: str, readonly: bool, dtype: type) -> None:
     in its array's memory, else as a plain copy; both give the source's bits (NaN payloads
     included)."""
     view, as_pairs = _GATHERS[name]
-    values = np.arange(60, dtype=np.int32).astype(dtype)
+    values = np.arange(240, dtype=np.int32).astype(dtype)
     if dtype is np.float32:
         values.view(np.uint32)[::7] = 0x7FA00001  # signalling NaNs with a payload
-    a = (np.frombuffer(values.tobytes(), dtype) if readonly else values).reshape(2, 5, 6)
+    a = (np.frombuffer(values.tobytes(), dtype) if readonly else values).reshape(2, 3, 40)
     src = view(a)
     assert (_pairs(src) is not None) is as_pairs
     out = np.zeros(src.shape, dtype)
