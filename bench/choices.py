@@ -1,23 +1,24 @@
 """What one kernel choice buys in a whole model: the model run with it on and off.
 
 Usage: python bench/choices.py [--choice einsum|columns|conv-rows|flat-columns|pair-casts|
-       small-kernel]
-       [--models convnext,cnn,...] [--runs 60]
+       small-kernel] [--models convnext,cnn,...] [--runs 60] [--rounds 4]
 
 Kernels choose their algorithm when a program is loaded (``Kernel.prepared``), and the scratch
-it needs and a linear layer's weight layout at export, so each model is exported and loaded
-twice: as is, and with the choice switched off (``einsum``: depthwise convolutions per tap over
-phase planes only, never one ``einsum``; ``columns``: convolution products never in column
-blocks; ``conv-rows``: convolution weights over few positions never in row blocks;
-``flat-columns``: stride-1 convolutions' columns always from the input padded in 2-D;
-``pair-casts``: stride-2 gathers (phase planes, im2col columns) always as strided copies;
+it needs and a linear layer's weight layout at export, so each model is exported twice and
+loaded with its setting: as is, and with the choice switched off (``einsum``: depthwise
+convolutions per tap over phase planes only, never one ``einsum``; ``columns``: convolution
+products never in column blocks; ``conv-rows``: convolution weights over few positions never in
+row blocks; ``flat-columns``: stride-1 convolutions' columns always from the input padded in
+2-D; ``pair-casts``: stride-2 gathers (phase planes, im2col columns) always as strided copies;
 ``small-kernel``: every block rule of OpenBLAS's small-matrix kernel, linear row blocks included,
 as on a BLAS with that kernel (on) and without (off)). ``columns`` and ``conv-rows`` are timed
 as if the BLAS had that kernel on both sides (the runtime makes no blocks where it lacks it). Both
 run alternately in this process, which of them goes first swapping every pair, on the same
-inputs; prints the median of the per-pair time ratios on / off (< 1: the choice pays) with
-their quartiles, and the largest output difference relative to the largest output (summation
-order differs between the two).
+inputs. The program loaded second ran 1-2% faster than the first in A/A runs (the same bundle
+twice: 0.98-0.99 and 1.01-1.02 by load order), so each round loads both afresh, in turns on
+first and off first. Prints the geometric mean of the rounds' median per-pair ratios on / off
+(< 1: the choice pays), each round's median, and the largest output difference relative to the
+largest output (summation order differs between the two).
 Models: the zoo's and the real-model tier's names (tests/models/tier.py).
 """
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import statistics
 import sys
 import tempfile
@@ -68,14 +70,20 @@ def switched(settings: list[tuple[object, str, object]]) -> Iterator[None]:
 
 
 def exported(model: object, inputs: tuple, name: str, path: Path,
-             settings: list[tuple[object, str, object]]) -> Program:
-    """``model`` exported to ``path`` and loaded, both with ``settings`` (a choice can change
-    the scratch its calls ask for at export)."""
+             settings: list[tuple[object, str, object]]) -> Path:
+    """``model`` exported to ``path`` with ``settings`` (a choice can change the scratch its
+    calls ask for at export)."""
     from toolchain.export import export
     from toolchain.serialize.bundle import write_bundle
 
     with switched(settings):
         write_bundle(export(model, inputs, name=name), path)
+    return path
+
+
+def loaded(path: Path, settings: list[tuple[object, str, object]]) -> Program:
+    """The bundle at ``path`` loaded with ``settings`` (kernels choose their path at load)."""
+    with switched(settings):
         return Program.load(path)
 
 
@@ -95,30 +103,50 @@ def paired_ratios(on: Program, off: Program, arrays: list[np.ndarray], runs: int
     return sorted(ratios)
 
 
+def by_load_order(sides: dict[str, tuple[Path, list]], arrays: list[np.ndarray], runs: int,
+                  rounds: int) -> list[float]:
+    """The median per-pair ratio on / off of each round, the bundles loaded afresh each round,
+    on first in even rounds and off first in odd ones."""
+    medians = []
+    for i in range(rounds):
+        order = ("on", "off") if i % 2 == 0 else ("off", "on")
+        programs = {side: loaded(*sides[side]) for side in order}
+        medians.append(statistics.median(paired_ratios(programs["on"], programs["off"],
+                                                       arrays, runs)))
+        for program in programs.values():
+            program.close()
+    return medians
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--choice", choices=sorted(SWITCHES), default="einsum")
     parser.add_argument("--models", default="convnext,mobilenet_v2,mobilenet_v3_small,cnn")
-    parser.add_argument("--runs", type=int, default=60)
+    parser.add_argument("--runs", type=int, default=60, help="pairs per round")
+    parser.add_argument("--rounds", type=int, default=4, help="load orders alternate")
     args = parser.parse_args()
 
     from toolchain.modules import load_file
 
     tier = load_file(ROOT / "tests" / "models" / "tier.py")
-    print(f"{'model':20s} {args.choice} on/off (quartiles)   max difference / max output")
+    print(f"{'model':20s} {args.choice} on/off: geometric mean (per round, on loaded first in "
+          "the 1st, 3rd, ...)   max difference / max output")
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models.split(","):
             model, inputs = tier.build(name)
             arrays = [t.numpy() for t in inputs]
             both = BOTH.get(args.choice, [])
-            on, off = (exported(model, inputs, name, Path(tmp) / f"{name}-{side}.nee", settings)
-                       for side, settings in (("on", both),
-                                              ("off", both + SWITCHES[args.choice])))
+            sides = {side: (exported(model, inputs, name, Path(tmp) / f"{name}-{side}.nee",
+                                     settings), settings)
+                     for side, settings in (("on", both), ("off", both + SWITCHES[args.choice]))}
+            on, off = (loaded(*sides[side]) for side in ("on", "off"))
             diff = max(float(np.abs(a - b).max() / max(np.abs(a).max(), 1e-30)) for a, b in
                        zip(on.run(*arrays), off.run(*arrays), strict=True))
-            r = paired_ratios(on, off, arrays, args.runs)
-            print(f"{name:20s} {statistics.median(r):.3f} ({r[len(r) // 4]:.3f}-"
-                  f"{r[3 * len(r) // 4]:.3f})      {diff:.1e}", flush=True)
+            on.close(), off.close()
+            medians = by_load_order(sides, arrays, args.runs, args.rounds)
+            mean = math.exp(statistics.fmean(map(math.log, medians)))
+            print(f"{name:20s} {mean:.3f} ({' '.join(f'{m:.3f}' for m in medians)})      "
+                  f"{diff:.1e}", flush=True)
 
 
 if __name__ == "__main__":

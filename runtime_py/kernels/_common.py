@@ -51,8 +51,10 @@ def copier(out: np.ndarray, src: np.ndarray) -> Callable[[], None]:
 # A copy whose source steps two 4-byte elements along its last axis (a stride-2 window's
 # columns) is a cast of 8-byte pairs, each element and its right neighbour, to their first
 # halves (``gather_copier``): numpy runs a contiguous cast loop where the copy would run a
-# strided one. 1 thread, 2x2 deinterleaves of 96 x 48 x 48: 0.5x; the im2col columns of a
-# stride-2 3x3 stem over 96 x 96: 0.63x, 7x7: 0.62x; 16 x 48 x 48: 0.77x. Over runs of fewer
+# strided one. 1 thread, the copies alone: 2x2 deinterleaves of 96 x 48 x 48 0.5x, a stride-2
+# stem's im2col columns over 96 x 96 0.62-0.63x; whole layers (alternated): the stems 0.81-0.90x,
+# mobilenet_v2's 96 x 48 x 48 depthwise 0.92-0.95x; whole models (bench/choices.py, both load
+# orders) mobilenet_v2 and mobilenet_v3_small 0.99, resnet18 0.993, cnn 1.00. Over runs of fewer
 # than PAIR_RUN elements it can lose (cnn's 16 -> 32 columns over 8 x 8 outputs: 1.06-1.12x).
 PAIR_CASTS = True
 PAIR_RUN = 16
