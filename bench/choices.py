@@ -1,24 +1,25 @@
 """What one kernel choice buys in a whole model: the model run with it on and off.
 
 Usage: python bench/choices.py [--choice einsum|columns|conv-rows|flat-columns|pair-casts|
-       small-kernel] [--models convnext,cnn,...] [--runs 60] [--rounds 4]
+       small-kernel] [--models convnext,cnn,...] [--runs 60] [--rounds 4] [--int8]
 
 Kernels choose their algorithm when a program is loaded (``Kernel.prepared``), and the scratch
 it needs and a linear layer's weight layout at export, so each model is exported twice and
-loaded with its setting: as is, and with the choice switched off (``einsum``: depthwise
-convolutions per tap over phase planes only, never one ``einsum``; ``columns``: convolution
-products never in column blocks; ``conv-rows``: convolution weights over few positions never in
-row blocks; ``flat-columns``: stride-1 convolutions' columns always from the input padded in
-2-D; ``pair-casts``: stride-2 gathers (phase planes, im2col columns) always as strided copies;
-``small-kernel``: every block rule of OpenBLAS's small-matrix kernel, linear row blocks included,
-as on a BLAS with that kernel (on) and without (off)). ``columns`` and ``conv-rows`` are timed
-as if the BLAS had that kernel on both sides (the runtime makes no blocks where it lacks it). Both
-run alternately in this process, which of them goes first swapping every pair, on the same
-inputs. The program loaded second ran 1-2% faster than the first in A/A runs (the same bundle
-twice: 0.98-0.99 and 1.01-1.02 by load order), so each round loads both afresh, in turns on
-first and off first. Prints the geometric mean of the rounds' median per-pair ratios on / off
-(< 1: the choice pays), each round's median, and the largest output difference relative to the
-largest output (summation order differs between the two).
+loaded with its setting: as is, and with the choice switched off. The choices, off:
+``einsum``: depthwise convolutions per tap over phase planes only, never one ``einsum``;
+``columns``: convolution products never in column blocks; ``conv-rows``: convolution weights
+over few positions never in row blocks; ``flat-columns``: stride-1 convolutions' columns (float
+and int8) always from the input padded in 2-D; ``pair-casts``: stride-2 gathers (phase planes,
+im2col columns) always as strided copies; ``small-kernel``: every block rule of OpenBLAS's
+small-matrix kernel, linear row blocks included, as on a BLAS with that kernel (on) and without
+(off). ``columns`` and ``conv-rows`` are timed as if the BLAS had that kernel on both sides (the
+runtime makes no blocks where it lacks it). ``--int8`` quantizes the models (calibrated on their
+example inputs). Both programs run alternately in this process, which of them goes first
+swapping every pair, on the same inputs. The program loaded second ran 1-2% faster than the
+first in A/A runs (the same bundle twice: 0.98-0.99 and 1.01-1.02 by load order), so each round
+loads both afresh, in turns on first and off first. Prints the geometric mean of the rounds'
+median per-pair ratios on / off (< 1: the choice pays), each round's median, and the largest
+output difference relative to the largest output (summation order differs between the two).
 Models: the zoo's and the real-model tier's names (tests/models/tier.py).
 """
 
@@ -39,7 +40,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from runtime_py.kernels import _common, linalg, nn  # noqa: E402
+from runtime_py.kernels import _common, linalg, nn, quantized  # noqa: E402
 from runtime_py.program import Program  # noqa: E402
 
 # choice -> the settings that switch it off: (module, constant, value)
@@ -61,23 +62,27 @@ def switched(settings: list[tuple[object, str, object]]) -> Iterator[None]:
     for module, name, value in settings:
         setattr(module, name, value)
     nn._conv_plan.cache_clear()
+    quantized._conv_plan.cache_clear()
     try:
         yield
     finally:
         for module, name, value in reversed(saved):
             setattr(module, name, value)
         nn._conv_plan.cache_clear()
+    quantized._conv_plan.cache_clear()
 
 
 def exported(model: object, inputs: tuple, name: str, path: Path,
-             settings: list[tuple[object, str, object]]) -> Path:
+             settings: list[tuple[object, str, object]], int8: bool = False) -> Path:
     """``model`` exported to ``path`` with ``settings`` (a choice can change the scratch its
-    calls ask for at export)."""
+    calls ask for at export), quantized to int8 (calibrated on ``inputs``) if ``int8``."""
     from toolchain.export import export
+    from toolchain.quantize.options import Int8Options
     from toolchain.serialize.bundle import write_bundle
 
+    quantize = Int8Options([inputs]) if int8 else None
     with switched(settings):
-        write_bundle(export(model, inputs, name=name), path)
+        write_bundle(export(model, inputs, name=name, quantize=quantize), path)
     return path
 
 
@@ -124,6 +129,7 @@ def main() -> None:
     parser.add_argument("--models", default="convnext,mobilenet_v2,mobilenet_v3_small,cnn")
     parser.add_argument("--runs", type=int, default=60, help="pairs per round")
     parser.add_argument("--rounds", type=int, default=4, help="load orders alternate")
+    parser.add_argument("--int8", action="store_true", help="the models quantized to int8")
     args = parser.parse_args()
 
     from toolchain.modules import load_file
@@ -137,7 +143,7 @@ def main() -> None:
             arrays = [t.numpy() for t in inputs]
             both = BOTH.get(args.choice, [])
             sides = {side: (exported(model, inputs, name, Path(tmp) / f"{name}-{side}.nee",
-                                     settings), settings)
+                                     settings, args.int8), settings)
                      for side, settings in (("on", both), ("off", both + SWITCHES[args.choice]))}
             on, off = (loaded(*sides[side]) for side in ("on", "off"))
             diff = max(float(np.abs(a - b).max() / max(np.abs(a).max(), 1e-30)) for a, b in

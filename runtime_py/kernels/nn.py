@@ -194,7 +194,7 @@ BIAS_IN_PRODUCT = True
 # its im2col columns from a flat copy of each input channel between zero margins: each tap's
 # columns are then one contiguous run of Ho x W values, where the 2-D padded copy gives runs of
 # W (numpy's per-run cost dominates short runs), and the values a run wraps in from the next or
-# previous row are zeroed after (``_column_source``, ``_wrapped``; the same columns, bit for
+# previous row are zeroed after (``flat_source``, ``wrapped``; the same columns, bit for
 # bit). Column builds, 1 thread: 16 -> 16 over 32 x 32 (cnn) 38 -> 17 us, 3 -> 16 10 -> 6 us,
 # resnet18's 3x3 layers 0.33-0.6x (64 over 56 x 56: 433 -> 263 us); whole models, on / off
 # (``bench/choices.py --choice flat-columns``, 3 runs of 60 pairs): cnn 0.87, resnet18 0.93.
@@ -245,11 +245,9 @@ def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: IntLi
         return _ConvPlan(win, out_shape, pads, padded, (2, *run), depthwise=True, tile=tile)
     direct = (kh, kw) == (1, 1) and pads is None and stride == (1, 1)
     ones = BIAS_IN_PRODUCT and bias and groups == 1 and (not direct or c <= o)
-    flat = (FLAT_COLUMNS and not direct and stride == dilation == (1, 1)
-            and 2 * padding[1] == kw - 1)
+    flat = not direct and flat_columns(win)
     if flat:
-        margin = padding[0] * hw[1] + padding[1]
-        padded = (n * c * (math.prod(hw) + margin) + margin,)
+        padded = flat_shape(x_shape, win)
     if direct:
         work = (n, c + 1, math.prod(hw)) if ones else None
         if ones and budget is not None and budget < workspace_bytes((work, "float32")):
@@ -414,30 +412,52 @@ def _phase_fill(x: np.ndarray, plane: np.ndarray, origin: tuple[int, int],
 def _column_source(x: np.ndarray, plan: _ConvPlan, ws: Workspace) -> tuple[np.ndarray, Bound]:
     """(what a non-depthwise convolution's columns are copied from, the call preparing it):
     ``x`` itself for a direct convolution, else a zero-copy im2col view (N, C, KH, KW, Ho, Wo)
-    of ``x`` padded in 2-D, or of its flat copy between margins (``plan.flat``) where each tap's
-    view is one run of Ho x W values."""
+    of ``x`` padded in 2-D, or of its flat copy between margins (``plan.flat``)."""
     if plan.direct:
         return x, _nothing
     if not plan.flat:
         padded, pad = _padding(x, plan.pads, 0, ws)
         return plan.win.columns(padded), pad
+    return flat_source(x, plan.win, ws.take(plan.padded, x.dtype), 0)
+
+
+def flat_columns(win: _Window) -> bool:
+    """Whether a convolution's columns come from a flat copy of its input (FLAT_COLUMNS): at
+    stride 1, as wide as its input."""
+    (_, kw), (_, pw) = win.kernel, win.padding
+    return FLAT_COLUMNS and win.stride == win.dilation == (1, 1) and 2 * pw == kw - 1
+
+
+def flat_shape(x_shape: Sequence[int], win: _Window) -> tuple[int]:
+    """The buffer of ``flat_source``: every channel after a margin, one margin after them."""
+    n, c, h, w = x_shape
+    margin = win.padding[0] * w + win.padding[1]
+    return (n * c * (h * w + margin) + margin,)
+
+
+def flat_source(x: np.ndarray, win: _Window, buf: np.ndarray, value: float
+                ) -> tuple[np.ndarray, Bound]:
+    """(the im2col view (N, C, KH, KW, Ho, Wo) of ``x`` copied into the flat ``buf``
+    (``flat_shape``) between margins of ``value``, the call filling buf): each tap's view is one
+    run of Ho x W values; those a run wraps in from a neighbouring row are the ``wrapped``
+    ones, to be set to ``value`` in the copied columns."""
     n, c, h, w = x.shape
-    (kh, kw), (ph, pw), (ho, wo) = plan.win.kernel, plan.win.padding, plan.win.out_hw
-    buf, margin = ws.take(plan.padded, x.dtype), ph * w + pw
+    (kh, kw), (ph, pw), (ho, wo) = win.kernel, win.padding, win.out_hw
+    margin = ph * w + pw
     run, item = h * w + margin, buf.itemsize  # a channel's elements: its margin, its values
     strided = np.lib.stride_tricks.as_strided
     margins = strided(buf, (n * c + 1, margin), (run * item, item))
     values = strided(buf[margin:], (n, c, h * w), (c * run * item, run * item, item))
     source = strided(buf, (n, c, kh, kw, ho, wo),
                      tuple(v * item for v in (c * run, run, w, 1, w, 1)), writeable=False)
-    return source, run_all(functools.partial(margins.fill, 0),
+    return source, run_all(functools.partial(margins.fill, value),
                            copier(values.reshape(x.shape), x))
 
 
-def _wrapped(cols: np.ndarray, win: _Window) -> list[np.ndarray]:
+def wrapped(cols: np.ndarray, win: _Window) -> list[np.ndarray]:
     """The views of flat columns (N, C, KH, KW, rows, Wo) that a tap's run took from the next
     or previous row: the first ``pad - j`` columns of tap column j < pad, the last ``j - pad``
-    of j > pad; they must be zero (the padding)."""
+    of j > pad; they must hold the padding value."""
     pad, wo = win.padding[1], win.out_hw[1]
     return [cols[..., j, :, :min(wo, pad - j)] if j < pad else
             cols[..., j, :, max(0, wo + pad - j):] for j in range(win.kernel[1]) if j != pad]
@@ -471,7 +491,7 @@ def _grouped(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, plan: _
         cols = work[..., :rows, :]
         columns = cols[:, :depth].reshape(x[..., :rows, :].shape)
         tiles.append((columns, x[..., r0:r0 + rows, :],
-                      _wrapped(columns, plan.win) if plan.flat else [],
+                      wrapped(columns, plan.win) if plan.flat else [],
                       cols.reshape(n, groups, -1, rows * out.shape[3]),
                       out[:, :, r0:r0 + rows].reshape((n, groups, o // groups, -1), copy=False)))
     products = [_conv_product(w, cols2d, dst) for *_, cols2d, dst in tiles]

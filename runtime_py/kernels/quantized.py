@@ -582,6 +582,7 @@ class _ConvPlan:
     tile: int
     channels_last: bool
     regions: tuple[tuple[str, tuple[int, ...], type], ...]
+    flat: bool = False  # the columns come from "padded" as the float kernel's (nn.flat_source)
 
     @property
     def nbytes(self) -> int:
@@ -629,7 +630,9 @@ def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: tuple
         return _ConvPlan("phase", win, pads, tile, False, _named(
             {"planes": (planes, np.float32), "sums": (run, np.float32),
              **_requant_regions(mode, run)}))
-    padded = {"padded": (nn._padded_shape(x_shape, pads), np.int8)} if pads else {}
+    flat = pads is not None and nn.flat_columns(win)
+    padded = ({"padded": (nn.flat_shape(x_shape, win) if flat else
+                          nn._padded_shape(x_shape, pads), np.int8)} if pads else {})
     fixed = workspace_bytes(*padded.values()) + 4 * WORKSPACE_ALIGN
     terms = c * kh * kw
     fused = (groups == 1 and terms <= FUSED_TERMS and o >= min(2 * terms, FUSED_CHANNELS)
@@ -642,10 +645,11 @@ def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: tuple
     acc = (n, rows * wo, o) if channels_last else (n, o, rows * wo)
     if fused:
         return _ConvPlan("fused", win, pads, rows, channels_last, _named(
-            {**padded, "cols": ((n, terms + 1, rows * wo), np.float64), "v": (acc, np.float64)}))
+            {**padded, "cols": ((n, terms + 1, rows * wo), np.float64), "v": (acc, np.float64)}),
+            flat)
     return _ConvPlan("gemm", win, pads, rows, channels_last, _named(
         {**padded, "cols": ((n, c, kh, kw, rows, wo), np.float32), "part": (acc, np.float32),
-         **_requant_regions(mode, acc)}))
+         **_requant_regions(mode, acc)}), flat)
 
 
 def _geometry(stride: IntList, padding: IntList, dilation: IntList) -> tuple[tuple[int, ...], ...]:
@@ -666,17 +670,12 @@ def _gemm_conv(x: np.ndarray, weight: np.ndarray, groups: int, zero_point: int,
     n, c = x.shape[:2]
     o = weight.shape[0]
     (kh, kw), (ho, wo) = plan.win.kernel, plan.win.out_hw
-    calls = []
-    if plan.pads:
-        (top, bottom), (left, right) = plan.pads
-        padded = buf["padded"].reshape(nn._padded_shape(x.shape, plan.pads))
-        calls.append(constant_pad_nd(x, (left, right, top, bottom), zero_point, out=padded))
-    else:
-        padded = x
-    columns = plan.win.columns(padded)
+    columns, pad = _column_source(x, zero_point, plan, buf)
+    calls = [pad]
     k = c // groups * kh * kw
     if plan.kind == "fused":
-        return calls + _fused_conv(columns, weight.reshape(o, k), plan, req, buf, out)
+        return calls + _fused_conv(columns, weight.reshape(o, k), zero_point, plan, req, buf,
+                                   out)
     grouped = weight.reshape(groups, o // groups, k)
     chunks = _chunks(weight.reshape(o, k))
     weights = [np.ascontiguousarray(grouped[:, :, k0:k1], np.float32) for k0, k1 in chunks]
@@ -696,15 +695,38 @@ def _gemm_conv(x: np.ndarray, weight: np.ndarray, groups: int, zero_point: int,
         else:
             layout = _column
         tile = {name: _prefix(region, part.shape) for name, region in regions.items()}
-        calls.append(copier(cols, columns[..., r0:r0 + rows, :]))
+        calls += _columns(cols, columns[..., r0:r0 + rows, :], plan, zero_point)
         calls += _chunk_sums(gemms, part, tile)
         calls += req.bind(tile.get("v", tile.get("acc")) if len(gemms) > 1 else part, tile,
                           dst, layout)
     return calls
 
 
-def _fused_conv(columns: np.ndarray, weight: np.ndarray, plan: _ConvPlan, req: _Requant,
-                buf: dict[str, np.ndarray], out: np.ndarray) -> list[Bound]:
+def _column_source(x: np.ndarray, zero_point: int, plan: _ConvPlan, buf: dict[str, np.ndarray]
+                   ) -> tuple[np.ndarray, Bound]:
+    """(the im2col view (N, C, KH, KW, Ho, Wo) the columns are copied from, the call preparing
+    it): of ``x`` padded with its zero point in 2-D, or copied flat between margins of it
+    (``plan.flat``), or of ``x`` itself."""
+    if plan.flat:
+        return nn.flat_source(x, plan.win, buf["padded"], zero_point)
+    if not plan.pads:
+        return plan.win.columns(x), nn._nothing
+    (top, bottom), (left, right) = plan.pads
+    padded = buf["padded"].reshape(nn._padded_shape(x.shape, plan.pads))
+    return (plan.win.columns(padded),
+            constant_pad_nd(x, (left, right, top, bottom), zero_point, out=padded))
+
+
+def _columns(cols: np.ndarray, source: np.ndarray, plan: _ConvPlan, zero_point: int
+             ) -> list[Bound]:
+    """The calls copying a tile's columns (the flat source's wrapped values set to the zero
+    point, the padding value)."""
+    fills = nn.wrapped(cols, plan.win) if plan.flat else []
+    return [copier(cols, source), *(functools.partial(v.fill, zero_point) for v in fills)]
+
+
+def _fused_conv(columns: np.ndarray, weight: np.ndarray, zero_point: int, plan: _ConvPlan,
+                req: _Requant, buf: dict[str, np.ndarray], out: np.ndarray) -> list[Bound]:
     """Per tile of output rows: float64 im2col columns and a row of ones, one float64 matmul
     with ``_Requant.fused`` weights giving acc * scale + offset, the rest of the
     requantization. If the weights cannot carry them exactly (a large bias, left shifts), the
@@ -721,8 +743,8 @@ def _fused_conv(columns: np.ndarray, weight: np.ndarray, plan: _ConvPlan, req: _
         s = rows * wo
         cols = _prefix(buf["cols"], (n, terms + 1, s))
         v = _prefix(buf["v"], (n, o, s))
-        calls.append(copier(cols[:, :terms].reshape(
-            n, -1, kh, kw, rows, wo), columns[..., r0:r0 + rows, :]))
+        calls += _columns(cols[:, :terms].reshape(n, -1, kh, kw, rows, wo),
+                          columns[..., r0:r0 + rows, :], plan, zero_point)
         if fused is not None:
             calls.append(copier(cols[:, terms], np.float64(1)))
         calls.append(linalg.product(weights, cols[:, :used], v))

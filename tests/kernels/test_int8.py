@@ -28,7 +28,7 @@ from int8_oracle import (
     spatial_padding,
 )
 
-from runtime_py.kernels import KERNELS, quantized
+from runtime_py.kernels import KERNELS, nn, quantized
 from runtime_py.kernels.quantized import _rescale
 from toolchain.quantize import fixed_point
 from toolchain.quantize.fixed_point import Quant, f32, quantize_multiplier
@@ -416,10 +416,18 @@ CONV_PLANS = {
 }
 
 
+# the CONV_PLANS whose columns come from a flat copy of the input (stride 1, "same" padding)
+FLAT_PLANS = {"gemm", "gemm-chunks", "gemm-chunks-last", "gemm-grouped", "fused", "int64"}
+
+
+@pytest.mark.parametrize("flat", [True, False])
 @pytest.mark.parametrize("kind", list(CONV_PLANS))
-def test_conv2d_plans(kind: str) -> None:
+def test_conv2d_plans(kind: str, flat: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each way of running a convolution, in its whole workspace and in the least one (budget
-    0: one output row or channel at a time), against TFLite."""
+    0: one output row or channel at a time), against TFLite; with the columns from a flat copy
+    of the input (``nn.FLAT_COLUMNS``, its wrapped values the zero point) and without."""
+    monkeypatch.setattr(nn, "FLAT_COLUMNS", flat)
+    quantized._conv_plan.cache_clear()
     x_shape, o, geometry, options = CONV_PLANS[kind]
     args, out_shape, expected = _conv_oracle_case(np.random.default_rng(7), x_shape, o,
                                                   geometry, **options)
@@ -435,12 +443,14 @@ def test_conv2d_plans(kind: str) -> None:
     assert plan.kind == ("last" if kind == "channels-last" else "fused" if "fused" in kind
                          else "phase" if kind == "phase" else "gemm")
     assert plan.channels_last == kind.endswith("last")
+    assert plan.flat == (flat and kind in FLAT_PLANS)
     least, full = kernel.scratch(**args, budget=0), kernel.scratch(**args)
     assert least < full or plan.tile == 1
     for nbytes in (full, least):
         out = np.full(out_shape, 99, np.int8)
         kernel.bind({**args, "out": out, "scratch": np.zeros(nbytes, np.uint8)})()
         assert_exact(out, expected, f"conv2d {kind} in {nbytes} bytes")
+    quantized._conv_plan.cache_clear()
 
 
 def test_conv2d_reduction_chunks() -> None:
