@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import math
 import statistics
 import sys
 import tempfile
@@ -148,9 +147,10 @@ def main() -> None:
             on, off = (loaded(*sides[side]) for side in ("on", "off"))
             diff = max(float(np.abs(a - b).max() / max(np.abs(a).max(), 1e-30)) for a, b in
                        zip(on.run(*arrays), off.run(*arrays), strict=True))
-            on.close(), off.close()
+            on.close()
+            off.close()
             medians = by_load_order(sides, arrays, args.runs, args.rounds)
-            mean = math.exp(statistics.fmean(map(math.log, medians)))
+            mean = statistics.geometric_mean(medians)
             print(f"{name:20s} {mean:.3f} ({' '.join(f'{m:.3f}' for m in medians)})      "
                   f"{diff:.1e}", flush=True)
 
