@@ -15,9 +15,9 @@ small-matrix kernel, linear row blocks included, as on a BLAS with that kernel (
 (off). ``columns`` and ``conv-rows`` are timed as if the BLAS had that kernel on both sides (the
 runtime makes no blocks where it lacks it). ``--int8`` quantizes the models (calibrated on their
 example inputs). Both programs run alternately in this process, which of them goes first
-swapping every pair, on the same inputs. The program loaded second ran 1-2% faster than the
-first in A/A runs (the same bundle twice: 0.98-0.99 and 1.01-1.02 by load order), so each round
-loads both afresh, in turns on first and off first. Prints the geometric mean of the rounds'
+swapping every pair, on the same inputs. The program loaded second ran 0.5-3.5% faster than
+the first in A/A runs (the same bundle twice, mobilenet_v2 and mobilenet_v3_small), so each
+round loads both afresh, in turns on first and off first. Prints the geometric mean of the rounds'
 median per-pair ratios on / off (< 1: the choice pays), each round's median, and the largest
 output difference relative to the largest output (summation order differs between the two).
 Models: the zoo's and the real-model tier's names (tests/models/tier.py).

@@ -194,7 +194,7 @@ BIAS_IN_PRODUCT = True
 # its im2col columns from a flat copy of each input channel between zero margins: each tap's
 # columns are then one contiguous run of Ho x W values, where the 2-D padded copy gives runs of
 # W (numpy's per-run cost dominates short runs), and the values a run wraps in from the next or
-# previous row are zeroed after (``flat_source``, ``wrapped``; the same columns, bit for
+# previous row are zeroed after (``flat_source``, ``column_copies``; the same columns, bit for
 # bit). Column builds, 1 thread: 16 -> 16 over 32 x 32 (cnn) 38 -> 17 us, 3 -> 16 10 -> 6 us,
 # resnet18's 3x3 layers 0.33-0.6x (64 over 56 x 56: 433 -> 263 us); whole models, on / off
 # (``bench/choices.py --choice flat-columns``, 3 runs of 60 pairs): cnn 0.87, resnet18 0.93.
@@ -439,8 +439,8 @@ def flat_source(x: np.ndarray, win: _Window, buf: np.ndarray, value: float
                 ) -> tuple[np.ndarray, Bound]:
     """(the im2col view (N, C, KH, KW, Ho, Wo) of ``x`` copied into the flat ``buf``
     (``flat_shape``) between margins of ``value``, the call filling buf): each tap's view is one
-    run of Ho x W values; those a run wraps in from a neighbouring row are the ``wrapped``
-    ones, to be set to ``value`` in the copied columns."""
+    run of Ho x W values; those a run wraps in from a neighbouring row are set to ``value`` in
+    the copied columns (``column_copies``)."""
     n, c, h, w = x.shape
     (kh, kw), (ph, pw), (ho, wo) = win.kernel, win.padding, win.out_hw
     margin = ph * w + pw
@@ -454,7 +454,16 @@ def flat_source(x: np.ndarray, win: _Window, buf: np.ndarray, value: float
                            copier(values.reshape(x.shape), x))
 
 
-def wrapped(cols: np.ndarray, win: _Window) -> list[np.ndarray]:
+def column_copies(cols: np.ndarray, source: np.ndarray, win: _Window, flat: bool,
+                  value: float) -> list[Bound]:
+    """The calls copying a tile's im2col columns from ``source`` (``gather_copier``), then, for
+    a flat source (``flat_source``), setting the values its runs wrapped in to the padding
+    ``value``."""
+    return [gather_copier(cols, source),
+            *(functools.partial(v.fill, value) for v in (_wrapped(cols, win) if flat else []))]
+
+
+def _wrapped(cols: np.ndarray, win: _Window) -> list[np.ndarray]:
     """The views of flat columns (N, C, KH, KW, rows, Wo) that a tap's run took from the next
     or previous row: the first ``pad - j`` columns of tap column j < pad, the last ``j - pad``
     of j > pad; they must hold the padding value."""
@@ -485,27 +494,16 @@ def _grouped(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, plan: _
         copy = copier(work[:, :depth].reshape(x.shape), x)
         dst = out.reshape((n, 1, o, -1), copy=False)
         return run_all(fill, copy, _conv_product(w, work.reshape(n, 1, depth + 1, -1), dst))
-    tiles = []
+    calls = [fill]
     for r0 in range(0, out.shape[2], tile):
         rows = min(tile, out.shape[2] - r0)
         cols = work[..., :rows, :]
-        columns = cols[:, :depth].reshape(x[..., :rows, :].shape)
-        tiles.append((columns, x[..., r0:r0 + rows, :],
-                      wrapped(columns, plan.win) if plan.flat else [],
-                      cols.reshape(n, groups, -1, rows * out.shape[3]),
-                      out[:, :, r0:r0 + rows].reshape((n, groups, o // groups, -1), copy=False)))
-    products = [_conv_product(w, cols2d, dst) for *_, cols2d, dst in tiles]
-    copies = [gather_copier(cols, src) for cols, src, *_ in tiles]
-
-    def run() -> None:
-        fill()
-        for (_, _, wrapped, *_), copy, product in zip(tiles, copies, products, strict=True):
-            copy()
-            for values in wrapped:
-                values.fill(0)
-            product()
-
-    return run
+        calls += column_copies(cols[:, :depth].reshape(x[..., :rows, :].shape),
+                               x[..., r0:r0 + rows, :], plan.win, plan.flat, 0)
+        calls.append(_conv_product(
+            w, cols.reshape(n, groups, -1, rows * out.shape[3]),
+            out[:, :, r0:r0 + rows].reshape((n, groups, o // groups, -1), copy=False)))
+    return run_all(*calls)
 
 
 # A convolution's few-channel weight times many columns runs faster in column blocks of at

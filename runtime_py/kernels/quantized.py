@@ -670,8 +670,7 @@ def _gemm_conv(x: np.ndarray, weight: np.ndarray, groups: int, zero_point: int,
     n, c = x.shape[:2]
     o = weight.shape[0]
     (kh, kw), (ho, wo) = plan.win.kernel, plan.win.out_hw
-    columns, pad = _column_source(x, zero_point, plan, buf)
-    calls = [pad]
+    columns, calls = _column_source(x, zero_point, plan, buf)
     k = c // groups * kh * kw
     if plan.kind == "fused":
         return calls + _fused_conv(columns, weight.reshape(o, k), zero_point, plan, req, buf,
@@ -695,7 +694,8 @@ def _gemm_conv(x: np.ndarray, weight: np.ndarray, groups: int, zero_point: int,
         else:
             layout = _column
         tile = {name: _prefix(region, part.shape) for name, region in regions.items()}
-        calls += _columns(cols, columns[..., r0:r0 + rows, :], plan, zero_point)
+        calls += nn.column_copies(cols, columns[..., r0:r0 + rows, :], plan.win, plan.flat,
+                                  zero_point)
         calls += _chunk_sums(gemms, part, tile)
         calls += req.bind(tile.get("v", tile.get("acc")) if len(gemms) > 1 else part, tile,
                           dst, layout)
@@ -703,26 +703,19 @@ def _gemm_conv(x: np.ndarray, weight: np.ndarray, groups: int, zero_point: int,
 
 
 def _column_source(x: np.ndarray, zero_point: int, plan: _ConvPlan, buf: dict[str, np.ndarray]
-                   ) -> tuple[np.ndarray, Bound]:
-    """(the im2col view (N, C, KH, KW, Ho, Wo) the columns are copied from, the call preparing
+                   ) -> tuple[np.ndarray, list[Bound]]:
+    """(the im2col view (N, C, KH, KW, Ho, Wo) the columns are copied from, the calls preparing
     it): of ``x`` padded with its zero point in 2-D, or copied flat between margins of it
-    (``plan.flat``), or of ``x`` itself."""
+    (``plan.flat``), or of ``x`` itself (no call)."""
     if plan.flat:
-        return nn.flat_source(x, plan.win, buf["padded"], zero_point)
+        source, fill = nn.flat_source(x, plan.win, buf["padded"], zero_point)
+        return source, [fill]
     if not plan.pads:
-        return plan.win.columns(x), nn._nothing
+        return plan.win.columns(x), []
     (top, bottom), (left, right) = plan.pads
     padded = buf["padded"].reshape(nn._padded_shape(x.shape, plan.pads))
     return (plan.win.columns(padded),
-            constant_pad_nd(x, (left, right, top, bottom), zero_point, out=padded))
-
-
-def _columns(cols: np.ndarray, source: np.ndarray, plan: _ConvPlan, zero_point: int
-             ) -> list[Bound]:
-    """The calls copying a tile's columns (the flat source's wrapped values set to the zero
-    point, the padding value)."""
-    fills = nn.wrapped(cols, plan.win) if plan.flat else []
-    return [copier(cols, source), *(functools.partial(v.fill, zero_point) for v in fills)]
+            [constant_pad_nd(x, (left, right, top, bottom), zero_point, out=padded)])
 
 
 def _fused_conv(columns: np.ndarray, weight: np.ndarray, zero_point: int, plan: _ConvPlan,
@@ -743,8 +736,8 @@ def _fused_conv(columns: np.ndarray, weight: np.ndarray, zero_point: int, plan: 
         s = rows * wo
         cols = _prefix(buf["cols"], (n, terms + 1, s))
         v = _prefix(buf["v"], (n, o, s))
-        calls += _columns(cols[:, :terms].reshape(n, -1, kh, kw, rows, wo),
-                          columns[..., r0:r0 + rows, :], plan, zero_point)
+        calls += nn.column_copies(cols[:, :terms].reshape(n, -1, kh, kw, rows, wo),
+                                  columns[..., r0:r0 + rows, :], plan.win, plan.flat, zero_point)
         if fused is not None:
             calls.append(copier(cols[:, terms], np.float64(1)))
         calls.append(linalg.product(weights, cols[:, :used], v))
