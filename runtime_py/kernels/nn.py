@@ -476,11 +476,29 @@ def _grouped(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, plan: _
              groups: int, work: np.ndarray | None, out: np.ndarray) -> Bound:
     """One (batched) BLAS matmul per group and row tile over the column buffer (copied from
     ``x``, see ``_column_source``), into out; with ``plan.ones``, the bias is the weight's last
-    column and the columns' last row ones."""
-    n, o = out.shape[:2]
+    column and the columns' last row ones. Over few output positions, the weight is first
+    streamed into the caches (``_prefetched``)."""
+    o = out.shape[1]
     w = weight.reshape(groups, o // groups, -1)
     if plan.ones:
         w = np.concatenate([w, bias.reshape(1, o, 1)], axis=2)
+    products = _products(x, w, plan, groups, work, out)
+    few = out.shape[2] * out.shape[3] <= BLOCKED_POSITIONS and w.nbytes <= PREFETCH_BYTES
+    return _prefetched(w, products) if few else products
+
+
+def _prefetched(w: np.ndarray, call: Bound) -> Bound:
+    """``call`` after one dot of ``w`` with itself, which reads it in order at memory speed."""
+    row = view_as(w, (1, w.size))
+    if row is None:
+        return call
+    return then(functools.partial(np.dot, row, row.T, np.empty((1, 1), w.dtype)), call)
+
+
+def _products(x: np.ndarray, w: np.ndarray, plan: _ConvPlan, groups: int,
+              work: np.ndarray | None, out: np.ndarray) -> Bound:
+    """The products of ``_grouped`` with the weight ``w`` (groups, o / groups, depth)."""
+    n, o = out.shape[:2]
     if work is None:  # ``plan.direct``: the input is the column matrix
         dst = out.reshape((n, groups, o // groups, -1), copy=False)
         shape = (n, groups, -1, out.shape[2] * out.shape[3])
@@ -526,6 +544,24 @@ MIN_BLOCK_DEPTH = 128
 # 0.94-1.6x at 144.
 BLOCKED_POSITIONS = 64
 ROW_BLOCK_MACS = 9 * 64 * 1024
+
+# A convolution over at most BLOCKED_POSITIONS output positions (per image) does little with
+# each weight value, and its weight is the most of what it reads: mobilenet_v2's last 1x1
+# layers over 3 x 3 positions, in a model whose 14 MB of weights come from memory at every run.
+# Its product read such a weight from memory at 3-5 GB/s here (OpenBLAS's kernels read the
+# weight's rows as many streams at once), where one dot of the weight with itself reads it in
+# order at 22 GB/s. So a weight of at most PREFETCH_BYTES is streamed by that dot first, and
+# the product finds it in the caches (``_prefetched``). 1 thread, 40 weights cycled from memory:
+# 960 x 160 over 9 positions 130 -> 84 us, 1280 x 320 310 -> 240 us, 576 x 96 over 36
+# positions 77 -> 53 us (320 x 960: 141 -> 155 us); cache-warm the dot costs 4-30 us. Whole
+# models, on / off (``bench/choices.py --choice prefetch``, 6 rounds of 100 pairs): shufflenet_v2
+# 0.935, mobilenet_v3_large 0.941, mnasnet 0.942, efficientnet_b0 0.965, mobilenet_v2 0.967,
+# mobilenet_v3_small 0.978-0.990, resnet18 0.999, convnext 1.000, cnn 1.008 (a call more on a
+# warm 18 KB weight). A 4 MB bound lost (resnet18 1.024: its 2.4 MB weights over 36 positions,
+# past the 1 MB L2, most likely read from memory twice), and so did the same dot before linear
+# layers over at most 64 rows (transformer examples 1.04-1.09, mlp 1.29: their weights stay in
+# the caches).
+PREFETCH_BYTES = 2 << 20
 
 
 def _conv_product(w: np.ndarray, cols: np.ndarray, dst: np.ndarray) -> Bound:
