@@ -1,7 +1,8 @@
 """What one kernel choice buys in a whole model: the model run with it on and off.
 
 Usage: python bench/choices.py [--choice einsum|columns|conv-rows|flat-columns|pair-casts|
-       prefetch|small-kernel] [--models convnext,cnn,...] [--runs 60] [--rounds 4] [--int8]
+       prefetch|dense-depthwise|small-kernel] [--models convnext,cnn,...] [--runs 60]
+       [--rounds 4] [--int8]
 
 Kernels choose their algorithm when a program is loaded (``Kernel.prepared``), and the scratch
 it needs and a linear layer's weight layout at export, so each model is exported twice and
@@ -11,7 +12,8 @@ loaded with its setting: as is, and with the choice switched off. The choices, o
 over few positions never in row blocks; ``flat-columns``: stride-1 convolutions' columns (float
 and int8) always from the input padded in 2-D; ``pair-casts``: stride-2 gathers (phase planes,
 im2col columns) always as strided copies; ``prefetch``: no convolution's weight streamed
-into the caches before its product; ``small-kernel``: every block rule of OpenBLAS's
+into the caches before its product; ``dense-depthwise``: no depthwise convolution as one
+``einsum`` over a dense matrix of its weights; ``small-kernel``: every block rule of OpenBLAS's
 small-matrix kernel, linear row blocks included, as on a BLAS with that kernel (on) and without
 (off). ``columns`` and ``conv-rows`` are timed as if the BLAS had that kernel on both sides (the
 runtime makes no blocks where it lacks it). ``--int8`` quantizes the models (calibrated on their
@@ -50,6 +52,7 @@ SWITCHES = {"einsum": [(nn, "EINSUM_POSITIONS", 0)],
             "flat-columns": [(nn, "FLAT_COLUMNS", False)],
             "pair-casts": [(_common, "PAIR_CASTS", False)],
             "prefetch": [(nn, "PREFETCH_BYTES", 0)],
+            "dense-depthwise": [(nn, "DENSE_DEPTHWISE", False)],
             "small-kernel": [(linalg, "SMALL_KERNEL", False)]}
 # choice -> the settings of both sides: the block rules act only with the small kernel
 BOTH = {choice: [(linalg, "SMALL_KERNEL", True)] for choice in ("columns", "conv-rows",

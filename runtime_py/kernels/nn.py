@@ -6,7 +6,8 @@ scratch, or at stride 1 and the input's width of a flat copy of it between zero 
 convs read the input directly). Depthwise convolution and max/avg pooling instead
 combine taps over stride phase planes of the input (``_phase_taps``), so that each tap is one
 long contiguous run; where numpy's per-call cost dominates (few positions per channel and tap),
-depthwise convolution is one ``einsum`` over a strided window view of a channels-last copy, and
+depthwise convolution is one ``einsum`` over a strided window view of a channels-last copy (over
+a small input, one ``einsum`` over a dense matrix of its weights made at load), and
 pooling at stride 1 or over non-overlapping unpadded windows combines along H, then along W.
 Max pooling with indices walks strided tap views (``_Window.taps``).
 All but batch norm and max pooling with indices are prepared at load (``Kernel.prepared``):
@@ -149,11 +150,13 @@ class _ConvPlan:
     # weight as a column, multiplies (BIAS_IN_PRODUCT)
     flat: bool = False  # the columns come from ``padded`` as a flat copy of the input with zero
     # margins (``_column_source``, FLAT_COLUMNS), not from the input padded in 2-D
+    dense: bool = False  # depthwise: one einsum over a dense matrix (``_depthwise_dense``);
+    # ``padded`` is the input's channels-last copy, ``work`` the output's
 
     @property
     def adds_bias(self) -> bool:
         """Whether the computation adds the bias itself (not as a pass over out after it)."""
-        return self.ones or self.channels_last
+        return self.ones or self.channels_last or self.dense
 
     @property
     def direct(self) -> bool:
@@ -179,6 +182,21 @@ DEPTHWISE_BLOCK_BYTES = 512 * 1024
 # ConvNeXt, 3x3-7x7, 16-960 channels, stride 1 and 2, bias included): 0.14-0.6x up to a ratio
 # of 0.25, 0.58-0.87x at 0.25-0.45, 0.97-1.37x at 0.67-0.68, 1.1-1.7x from 1.4 up.
 EINSUM_POSITIONS = 0.5
+
+# Depthwise convolution over a small input, at most DENSE_POSITIONS x taps positions, whose
+# (output positions x input positions x channels) matrix of weights takes at most DENSE_BYTES,
+# is one einsum over that matrix, made at load (``_depthwise_dense``): where a kernel covers most
+# of a map (5 x 5 over 3 x 3: mobilenet_v3_small's last stage) most taps of the einsum above
+# read padding, and the dense product skips them. 1 thread, alone, dense / the einsum above:
+# 5 x 5 over 3 x 3 with 480-1152 channels 0.54-0.57x, 3 x 3 over 3 x 3 0.88x. With more input
+# positions than taps the matrix outgrows the einsum's tiled weights and comes from memory in a
+# model: 288 channels over 6 x 6 at stride 2 (5 x 5) took 0.86x alone, 1.40x in
+# mobilenet_v3_small. Whole models (``bench/choices.py --choice dense-depthwise``, 6 rounds):
+# mobilenet_v3_large 0.988, efficientnet_b0 0.990, mobilenet_v3_small 0.979-0.991, mnasnet
+# 0.994, mobilenet_v2 0.999; mobilenet_v3_small's two 576-channel layers 0.76x in the model.
+DENSE_POSITIONS = 1.0
+DENSE_BYTES = 512 * 1024
+DENSE_DEPTHWISE = True
 
 # A (non-grouped) convolution's bias is added by its product: the weight gains the bias as a
 # last column and the columns a last row of ones. numpy adds a per-channel (C, 1, 1) bias at
@@ -231,6 +249,12 @@ def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: IntLi
     padded = None if pads is None else _padded_shape(x_shape, pads)
     tile = out_hw[0]
     if depthwise:
+        q, p = math.prod(hw), math.prod(out_hw)
+        if DENSE_DEPTHWISE and q <= DENSE_POSITIONS * kh * kw and p * q * c * 4 <= DENSE_BYTES:
+            plan = _ConvPlan(win, out_shape, pads, (n, q, c), (n, p, c), depthwise=True, tile=c,
+                             dense=True)
+            if budget is None or plan.nbytes <= budget:
+                return plan
         if n * out_hw[0] * out_hw[1] <= EINSUM_POSITIONS * c * kh * kw and dilation[1] == 1:
             plan = _ConvPlan(win, out_shape, pads, _column_phases(n, c, win),
                              (n, out_hw[0], out_hw[1] * c), depthwise=True, tile=c,
@@ -391,6 +415,42 @@ def _depthwise_einsum(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None
         finish()
 
     return run
+
+
+def _depthwise_dense(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
+                     plan: _ConvPlan, scratch: np.ndarray | None, out: np.ndarray) -> Bound:
+    """out[n, c, o] = sum over input positions q of M[o, q, c] * x[n, c, q] (plus the bias),
+    as one einsum over channels-last copies; M (``_dense_weights``) is made here, once."""
+    ws = Workspace(scratch)
+    xs, acc = ws.take(plan.padded, out.dtype), ws.take(plan.work, out.dtype)
+    n, c, h, w = x.shape
+    weights = _dense_weights(weight, plan.win, (h, w))
+    fill = copier(xs.reshape(n, h, w, c), x.transpose(0, 2, 3, 1))
+    result = acc.reshape(n, *plan.win.out_hw, c).transpose(0, 3, 1, 2)
+    finish = (copier(out, result) if bias is None else
+              functools.partial(np.add, result, bias.reshape(-1, 1, 1), out))
+
+    def run() -> None:
+        fill()
+        np.einsum("pqc,nqc->npc", weights, xs, out=acc)
+        finish()
+
+    return run
+
+
+def _dense_weights(weight: np.ndarray, win: _Window, hw: tuple[int, int]) -> np.ndarray:
+    """(output positions, input positions, C): the weight each channel's output position
+    gives each input position of an (H, W) map, 0 where its window has none (padding)."""
+    (kh, kw), (dh, dw) = win.kernel, win.dilation
+    m = np.zeros((*win.out_hw, *hw, weight.shape[0]), weight.dtype)
+    for i in range(kh):
+        rows = win.starts(0) + i * dh
+        at_h = np.flatnonzero((rows >= 0) & (rows < hw[0]))[:, None]
+        for j in range(kw):
+            cols = win.starts(1) + j * dw
+            at_w = np.flatnonzero((cols >= 0) & (cols < hw[1]))[None, :]
+            m[at_h, at_w, rows[at_h], cols[at_w]] = weight[:, 0, i, j]
+    return m.reshape(math.prod(win.out_hw), math.prod(hw), -1)
 
 
 def _phase_fill(x: np.ndarray, plane: np.ndarray, origin: tuple[int, int],
@@ -662,7 +722,9 @@ def convolution(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
         plan = _conv_plan(*key, scratch.nbytes, bias is not None)
     if weight.ndim == 3:  # conv1d as conv2d over a height-1 image
         input, weight, out = input[:, :, None], weight[:, :, None], out[:, :, None]
-    if plan.channels_last:
+    if plan.dense:
+        compute = _depthwise_dense(input, weight, bias, plan, scratch, out)
+    elif plan.channels_last:
         compute = _depthwise_einsum(input, weight, bias, plan, scratch, out)
     elif plan.depthwise:
         compute = _depthwise(input, weight, plan, scratch, out)

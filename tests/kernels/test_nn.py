@@ -53,6 +53,10 @@ CONV_CASES = {
     "depthwise-small-unpadded": ((1, 48, 4, 4), (48, 1, 3, 3), [1, 1], [0, 0], [1, 1], 48),
     "depthwise-windowed-s2-dilated": ((2, 24, 9, 9), (24, 1, 5, 5), [2, 2], [4, 4], [2, 2], 24),
     "depthwise-windowed-tiled": ((1, 128, 7, 7), (128, 1, 5, 5), [1, 1], [2, 2], [1, 1], 128),
+    # at most DENSE_POSITIONS x taps input positions: one einsum over a dense weight matrix
+    "depthwise-dense": ((2, 24, 3, 3), (24, 1, 5, 5), [1, 1], [2, 2], [1, 1], 24),
+    "depthwise-dense-s2-dilated": ((1, 16, 3, 3), (16, 1, 3, 3), [2, 2], [2, 2], [2, 2], 16),
+    "conv1d-depthwise-dense": ((1, 8, 5), (8, 1, 5), [1], [2], [1], 8),
     # more planes than DEPTHWISE_BLOCK_BYTES: channel blocks without a board budget
     "depthwise-blocked": ((1, 64, 50, 50), (64, 1, 3, 3), [1, 1], [1, 1], [1, 1], 64),
     "conv1d": ((2, 4, 20), (6, 4, 5), [1], [2], [1], 1),
@@ -376,5 +380,19 @@ def test_depthwise_einsum_on_few_positions_per_channel_and_tap_else_channel_bloc
     large, over_budget = plan((1, 64, 50, 50)), plan((1, 64, 12, 12), budget=50_000)
     assert not large.channels_last and large.tile < 64
     assert not over_budget.channels_last and over_budget.nbytes <= 50_000
+
+
+def test_depthwise_dense_on_small_inputs() -> None:
+    """A depthwise convolution with at most DENSE_POSITIONS x taps input positions and a dense
+    weight matrix of at most DENSE_BYTES is one einsum over that matrix, within the budget."""
+    def plan(x_shape: tuple[int, ...], k: int, budget: int | None = None) -> _ConvPlan:
+        c = x_shape[1]
+        return _conv_plan(x_shape, (c, 1, k, k), (1, 1), (k // 2,) * 2, (1, 1), c, budget)
+
+    assert plan((1, 64, 5, 5), 5).dense  # 25 input positions, 25 taps
+    assert not plan((1, 64, 6, 6), 5).dense and plan((1, 64, 6, 6), 5).channels_last
+    assert plan((2, 576, 3, 3), 5).dense  # 9 x 9 x 576 floats: 182 KiB
+    assert not plan((1, 1700, 3, 3), 5).dense  # 538 KiB > DENSE_BYTES
+    assert not plan((1, 64, 5, 5), 5, budget=10_000).dense
 
 
