@@ -73,7 +73,7 @@ def switched(settings: list[tuple[object, str, object]]) -> Iterator[None]:
         for module, name, value in reversed(saved):
             setattr(module, name, value)
         nn._conv_plan.cache_clear()
-    quantized._conv_plan.cache_clear()
+        quantized._conv_plan.cache_clear()
 
 
 def exported(model: object, inputs: tuple, name: str, path: Path,
