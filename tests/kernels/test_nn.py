@@ -81,7 +81,7 @@ def test_convolution(case: str, layout: str, bias: bool) -> None:
 @pytest.mark.parametrize("case", ["3x3", "stride2-asym", "dilated", "7x7-stem", "grouped",
                                   "1x1", "conv1d", "5x3-rows-unpadded", "depthwise",
                                   "depthwise-s2-5x5", "conv1d-depthwise", "depthwise-small-image",
-                                  "depthwise-windowed-tiled"])
+                                  "depthwise-windowed-tiled", "depthwise-dense"])
 def test_convolution_under_a_scratch_budget(case: str, budget: int) -> None:
     """A budgeted scratch (as add_scratch plans for boards with ``scratch_limit``) makes im2col
     work in row tiles and depthwise in channel blocks (the depthwise einsum falls back to
