@@ -537,22 +537,25 @@ def _grouped(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, plan: _
     """One (batched) BLAS matmul per group and row tile over the column buffer (copied from
     ``x``, see ``_column_source``), into out; with ``plan.ones``, the bias is the weight's last
     column and the columns' last row ones. Over few output positions, the weight is first
-    streamed into the caches (``_prefetched``)."""
+    streamed into the caches (``prefetches``)."""
     o = out.shape[1]
     w = weight.reshape(groups, o // groups, -1)
     if plan.ones:
         w = np.concatenate([w, bias.reshape(1, o, 1)], axis=2)
     products = _products(x, w, plan, groups, work, out)
-    few = out.shape[2] * out.shape[3] <= BLOCKED_POSITIONS and w.nbytes <= PREFETCH_BYTES
-    return _prefetched(w, products) if few else products
+    reads = prefetches(out.shape[2] * out.shape[3], [w])
+    return run_all(*reads, products) if reads else products
 
 
-def _prefetched(w: np.ndarray, call: Bound) -> Bound:
-    """``call`` after one dot of ``w`` with itself, which reads it in order at memory speed."""
-    row = view_as(w, (1, w.size))
-    if row is None:
-        return call
-    return then(functools.partial(np.dot, row, row.T, np.empty((1, 1), w.dtype)), call)
+def prefetches(positions: int, weights: Sequence[np.ndarray]) -> list[Bound]:
+    """The calls streaming a convolution's ``weights`` into the caches before its products
+    over ``positions`` output positions per image (PREFETCH_BYTES): one dot of each weight
+    with itself, which reads it in order at memory speed; none for more positions or bytes."""
+    if positions > BLOCKED_POSITIONS or sum(w.nbytes for w in weights) > PREFETCH_BYTES:
+        return []
+    rows = [view_as(w, (1, w.size)) for w in weights]
+    return [functools.partial(np.dot, r, r.T, np.empty((1, 1), r.dtype))
+            for r in rows if r is not None]
 
 
 def _products(x: np.ndarray, w: np.ndarray, plan: _ConvPlan, groups: int,
@@ -611,7 +614,7 @@ ROW_BLOCK_MACS = 9 * 64 * 1024
 # Its product read such a weight from memory at 3-5 GB/s here (OpenBLAS's kernels read the
 # weight's rows as many streams at once), where one dot of the weight with itself reads it in
 # order at 22 GB/s. So a weight of at most PREFETCH_BYTES is streamed by that dot first, and
-# the product finds it in the caches (``_prefetched``). 1 thread, 40 weights cycled from memory:
+# the product finds it in the caches (``prefetches``). 1 thread, 40 weights cycled from memory:
 # 960 x 160 over 9 positions 130 -> 84 us, 1280 x 320 310 -> 240 us, 576 x 96 over 36
 # positions 77 -> 53 us (320 x 960: 141 -> 155 us); cache-warm the dot costs 4-30 us. Whole
 # models, on / off (``bench/choices.py --choice prefetch``, 6 rounds of 100 pairs): shufflenet_v2
@@ -620,7 +623,8 @@ ROW_BLOCK_MACS = 9 * 64 * 1024
 # warm 18 KB weight). A 4 MB bound lost (resnet18 1.024: its 2.4 MB weights over 36 positions,
 # past the 1 MB L2, most likely read from memory twice), and so did the same dot before linear
 # layers over at most 64 rows (transformer examples 1.04-1.09, mlp 1.29: their weights stay in
-# the caches).
+# the caches). The int8 convolutions' float32 weights take it too (``--int8``): mobilenet_v2
+# 0.950, mnasnet, efficientnet_b0 and mobilenet_v3_large 0.97, cnn 1.004.
 PREFETCH_BYTES = 2 << 20
 
 

@@ -679,6 +679,7 @@ def _gemm_conv(x: np.ndarray, weight: np.ndarray, groups: int, zero_point: int,
     chunks = _chunks(weight.reshape(o, k))
     weights = [np.ascontiguousarray(grouped[:, :, k0:k1], np.float32) for k0, k1 in chunks]
     regions = {name: buf[name] for name in ("v", "w", "acc", "tmp") if name in buf}
+    calls += nn.prefetches(ho * wo, weights)  # their float32 weights, as float convolutions'
     for r0 in range(0, ho, plan.tile):
         rows = min(plan.tile, ho - r0)
         s = rows * wo
