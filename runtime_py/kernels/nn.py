@@ -255,7 +255,7 @@ def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: IntLi
                              dense=True)
             if budget is None or plan.nbytes <= budget:
                 return plan
-        if n * out_hw[0] * out_hw[1] <= EINSUM_POSITIONS * c * kh * kw and dilation[1] == 1:
+        if n * p <= EINSUM_POSITIONS * c * kh * kw and dilation[1] == 1:
             plan = _ConvPlan(win, out_shape, pads, _column_phases(n, c, win),
                              (n, out_hw[0], out_hw[1] * c), depthwise=True, tile=c,
                              channels_last=True)
@@ -403,9 +403,7 @@ def _depthwise_einsum(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None
     (ph, pw) = plan.win.padding
     fills = [_phase_fill(x, buf[:, :, q].transpose(0, 3, 1, 2), (-ph, q - pw), (1, sw))
              for q in range(sw)]
-    result = acc.reshape(n, ho, wo, c).transpose(0, 3, 1, 2)
-    finish = (copier(out, result) if bias is None else
-              functools.partial(np.add, result, bias.reshape(-1, 1, 1), out))
+    finish = _from_channels_last(acc, bias, out)
 
     def run() -> None:
         buf.fill(0)
@@ -426,9 +424,7 @@ def _depthwise_dense(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
     n, c, h, w = x.shape
     weights = _dense_weights(weight, plan.win, (h, w))
     fill = copier(xs.reshape(n, h, w, c), x.transpose(0, 2, 3, 1))
-    result = acc.reshape(n, *plan.win.out_hw, c).transpose(0, 3, 1, 2)
-    finish = (copier(out, result) if bias is None else
-              functools.partial(np.add, result, bias.reshape(-1, 1, 1), out))
+    finish = _from_channels_last(acc, bias, out)
 
     def run() -> None:
         fill()
@@ -436,6 +432,14 @@ def _depthwise_dense(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
         finish()
 
     return run
+
+
+def _from_channels_last(acc: np.ndarray, bias: np.ndarray | None, out: np.ndarray) -> Bound:
+    """The call writing a channels-last accumulator (N, positions..., C) to out (N, C, H, W),
+    plus the per-channel bias if any."""
+    result = acc.reshape(out.shape[0], *out.shape[2:], out.shape[1]).transpose(0, 3, 1, 2)
+    return (copier(out, result) if bias is None else
+            functools.partial(np.add, result, bias.reshape(-1, 1, 1), out))
 
 
 def _dense_weights(weight: np.ndarray, win: _Window, hw: tuple[int, int]) -> np.ndarray:
