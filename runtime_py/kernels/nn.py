@@ -644,7 +644,10 @@ ROW_BLOCK_MACS = 9 * 64 * 1024
 # past the 1 MB L2, most likely read from memory twice), and so did the same dot before linear
 # layers over at most 64 rows (transformer examples 1.04-1.09, mlp 1.29: their weights stay in
 # the caches). The int8 convolutions' float32 weights take it too (``--int8``): mobilenet_v2
-# 0.950, mnasnet, efficientnet_b0 and mobilenet_v3_large 0.97, cnn 1.004.
+# 0.950, mnasnet, efficientnet_b0 and mobilenet_v3_large 0.97, cnn 1.004; and the float64
+# weights of their "fused" plans (short reductions over 32-64 positions), measured alone by a
+# switch since removed: mobilenet_v2 0.976-0.979, mnasnet 0.980, mobilenet_v3_large 0.989,
+# efficientnet_b0 0.991, cnn 1.006.
 PREFETCH_BYTES = 2 << 20
 
 

@@ -725,13 +725,14 @@ def _fused_conv(columns: np.ndarray, weight: np.ndarray, zero_point: int, plan: 
     with ``_Requant.fused`` weights giving acc * scale + offset, the rest of the
     requantization. If the weights cannot carry them exactly (a large bias, left shifts), the
     matmul of the raw weights gives acc (exact: at most FUSED_TERMS terms) for the whole
-    requantization."""
+    requantization. Over few output positions the weights are first streamed into the caches
+    (``nn.prefetches``)."""
     n, o, terms = out.shape[0], out.shape[1], weight.shape[1]
     (kh, kw), (ho, wo) = plan.win.kernel, plan.win.out_hw
     fused = req.fused(weight)
     weights = weight.astype(np.float64) if fused is None else fused
     used = terms if fused is None else terms + 1
-    calls = []
+    calls = nn.prefetches(ho * wo, [weights])
     for r0 in range(0, ho, plan.tile):
         rows = min(plan.tile, ho - r0)
         s = rows * wo
