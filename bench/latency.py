@@ -11,12 +11,12 @@ and their quartiles (lower is better; the target is <= 1.5 on mobilenet_v2, resn
 transformer) and, with --profile, the per-op breakdown of the slowest model. With --executorch
 (needs ``pip install executorch==1.5.1``) the peer runtime is timed too: its portable CPU
 kernels (the same role as NEE's numpy kernels) and its XNNPACK delegate (ET-xnnpack/NEE:
-paired run for run with NEE's numpy program; with --xnnpack too, unpaired). With --xnnpack, NEE's
-XNNPACK delegate (the model exported for board rpi5, whose recipe names it; LiteRT runs the
-partitions) is timed too, paired with the numpy program run for run: its ms and numpy/xnnpack (>
-1: the delegate faster); with both flags, ET-xnnpack / NEE-best (NEE's faster backend for the
-board, timed run for run beside ExecuTorch's XNNPACK delegate: the median of the per-pair
-ratios, >= 1: NEE as fast or faster).
+paired run for run with NEE's numpy program, the median of the per-pair ratios). With
+--xnnpack, NEE's XNNPACK delegate (the model exported for board rpi5, whose recipe names it;
+LiteRT runs the partitions) is timed too, paired with the numpy program run for run: its ms
+and numpy/xnnpack (> 1: the delegate faster); with both flags, ET-xnnpack / NEE-best (NEE's
+faster backend for the board, timed run for run beside ExecuTorch's XNNPACK delegate: the
+median of the per-pair ratios, >= 1: NEE as fast or faster).
 """
 
 from __future__ import annotations
@@ -61,11 +61,14 @@ def _paired_ms(first, second, runs: int) -> tuple[float, float, list[float]]:
     return statistics.median(a) * 1e3, statistics.median(b) * 1e3, ratios
 
 
-def executorch_ms(model, inputs, runs: int, threads: int, partner=None) -> dict[str, float]:
+def executorch_ms(model, inputs, runs: int, threads: int, numpy_run,
+                  delegate_run=None) -> dict[str, float]:
     """ExecuTorch portable kernels and XNNPACK delegate latency for the same model, its thread
-    pool set to ``threads`` (by default it has one thread per core, whatever torch's setting);
-    with ``partner`` (NEE's best backend), the XNNPACK delegate is timed run for run beside it
-    and ``et_xnnpack_over_best`` is the median of the per-pair ratios."""
+    pool set to ``threads`` (by default it has one thread per core, whatever torch's setting).
+    The XNNPACK delegate is timed run for run beside ``numpy_run`` (NEE's numpy program):
+    ``et_xnnpack_over_numpy`` is the median of the per-pair ratios; and beside NEE's best
+    backend, ``delegate_run`` if given (NEE's delegate, where it is faster) else the numpy
+    program: ``et_xnnpack_over_best``."""
     import torch
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower
@@ -82,18 +85,21 @@ def executorch_ms(model, inputs, runs: int, threads: int, partner=None) -> dict[
                                               partitioner=partitioner).to_executorch()
         method = Runtime.get().load_program(program.buffer).load_method("forward")
         call = lambda m=method: m.execute(list(inputs))  # noqa: E731
-        if partitioner and partner is not None:
-            _, times[label], ratios = _paired_ms(partner, call, runs)
-            times["et_xnnpack_over_best"] = statistics.median(ratios)
-        else:
-            times[label] = _median_ms(call, max(3, runs // 5) if not partitioner else runs)
+        if not partitioner:
+            times[label] = _median_ms(call, max(3, runs // 5))
+            continue
+        _, times[label], ratios = _paired_ms(numpy_run, call, runs)
+        times["et_xnnpack_over_numpy"] = statistics.median(ratios)
+        if delegate_run is not None:
+            _, _, ratios = _paired_ms(delegate_run, call, runs)
+        times["et_xnnpack_over_best"] = statistics.median(ratios)
     return times
 
 
 def xnnpack_ms(model, inputs, name: str, folder: Path, program, runs: int,
                threads: int) -> tuple[dict[str, float], object]:
-    """NEE with the XNNPACK delegate (board rpi5), paired with ``program`` (numpy); and the
-    faster of the two (a call running it)."""
+    """NEE with the XNNPACK delegate (board rpi5), paired with ``program`` (numpy); and a call
+    running the delegated program if it is the faster of the two, else None."""
     from runtime_py.program import Program
     from toolchain.boards import load_board
     from toolchain.export import export
@@ -105,9 +111,10 @@ def xnnpack_ms(model, inputs, name: str, folder: Path, program, runs: int,
     arrays = [t.numpy() for t in inputs]
     fast_ms, _, ratios = _paired_ms(lambda: delegated.run(*arrays),
                                     lambda: program.run(*arrays), runs)
-    best = delegated if statistics.median(ratios) >= 1 else program
+    faster = statistics.median(ratios) >= 1
     return ({"xnnpack_ms": fast_ms, "numpy_over_xnnpack": statistics.median(ratios),
-             "xnnpack_partitions": len(delegated.partitions)}, lambda: best.run(*arrays))
+             "xnnpack_partitions": len(delegated.partitions)},
+            (lambda: delegated.run(*arrays)) if faster else None)
 
 
 def measure(models: list[str], runs: int, threads: int, peer: bool,
@@ -134,13 +141,13 @@ def measure(models: list[str], runs: int, threads: int, peer: bool,
                                                       lambda p=program, a=arrays: p.run(*a), runs)
             profile = [(call.op, t) for call, t in program.profile(*arrays)]
             quartiles = (ratios[len(ratios) // 4], ratios[(3 * len(ratios)) // 4])
-            fast, best = (xnnpack_ms(model, inputs, name, Path(tmp), program, runs, threads)
-                          if xnnpack else ({}, None))
+            fast, delegate = (xnnpack_ms(model, inputs, name, Path(tmp), program, runs, threads)
+                              if xnnpack else ({}, None))
             rows.append({"model": name, "threads": threads, "nee_ms": nee_ms,
                          "torch_ms": torch_ms, "ratio": statistics.median(ratios),
                          "quartiles": quartiles, "profile": profile, **fast,
                          **(executorch_ms(model, inputs, runs, threads,
-                                          best or (lambda p=program, a=arrays: p.run(*a)))
+                                          lambda p=program, a=arrays: p.run(*a), delegate)
                             if peer else {})})
     return rows
 
@@ -203,10 +210,9 @@ def main() -> None:
         low, high = row["quartiles"]
         line = (f"{row['model']:20s} {row['threads']:7d} {row['nee_ms']:9.3f} "
                 f"{row['torch_ms']:9.3f} {row['ratio']:9.2f} {f'{low:.2f}-{high:.2f}':>26s}")
-        if args.executorch:  # without --xnnpack, NEE's best backend is numpy: paired
-            et_over_numpy = (row["et_xnnpack_ms"] / row["nee_ms"] if args.xnnpack
-                             else row["et_xnnpack_over_best"])
-            line += f" {row['et_portable_ms'] / row['nee_ms']:15.2f} {et_over_numpy:15.2f}"
+        if args.executorch:
+            line += (f" {row['et_portable_ms'] / row['nee_ms']:15.2f}"
+                     f" {row['et_xnnpack_over_numpy']:15.2f}")
         if args.xnnpack:
             line += f" {row['xnnpack_ms']:14.3f} {row['numpy_over_xnnpack']:13.2f}"
         if args.xnnpack and args.executorch:
