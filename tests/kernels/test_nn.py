@@ -120,26 +120,44 @@ def test_bias_in_the_product(case: str, ones: bool) -> None:
 FLAT = {"3x3", "grouped", "conv1d", "5x3-rows-unpadded", "kernel-wider-than-input"}
 
 
-@pytest.mark.parametrize("case", sorted(c for c in CONV_CASES if "depth" not in c))
-def test_flat_columns(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Stride-1 convolutions as wide as their input, and only those, copy their columns from a
-    flat copy of the input; their output is bit for bit the one from the 2-D padded input."""
+def _same_both_ways(case: str, setting: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The convolution of ``case`` (random input, weight and bias, NaN-garbage scratch) gives
+    the same bits with ``nn.<setting>`` on and off."""
     x_shape, w_shape, stride, padding, dilation, groups = CONV_CASES[case]
-    key = (x_shape, w_shape, tuple(stride), tuple(padding), tuple(dilation), groups)
-    assert _conv_plan(*key).flat is (case in FLAT)
     args = {"input": random(x_shape).numpy(), "weight": random(w_shape).numpy(),
-            "bias": random((w_shape[0],)).numpy(), "stride": key[2], "padding": key[3],
-            "dilation": key[4], "transposed": False, "output_padding": (0,) * len(stride),
-            "groups": groups}
+            "bias": random((w_shape[0],)).numpy(), "stride": tuple(stride),
+            "padding": tuple(padding), "dilation": tuple(dilation), "transposed": False,
+            "output_padding": (0,) * len(stride), "groups": groups}
     kernel, outs = KERNELS["aten::convolution.out"], []
-    for flat in (True, False):
-        monkeypatch.setattr(nn, "FLAT_COLUMNS", flat)
+    for value in (True, False):
+        monkeypatch.setattr(nn, setting, value)
         _conv_plan.cache_clear()
-        scratch = np.full(kernel.scratch(**args), 0xFF, np.uint8)  # NaN garbage
+        scratch = np.full(kernel.scratch(**args), 0xFF, np.uint8)
         outs.append(np.full(conv_shape(**args), np.nan, np.float32))
         kernel.fn(**args, out=outs[-1], scratch=scratch)
     _conv_plan.cache_clear()
     np.testing.assert_array_equal(*outs)
+
+
+def _plan(case: str) -> _ConvPlan:
+    x_shape, w_shape, stride, padding, dilation, groups = CONV_CASES[case]
+    return _conv_plan(x_shape, w_shape, tuple(stride), tuple(padding), tuple(dilation), groups)
+
+
+@pytest.mark.parametrize("case", sorted(c for c in CONV_CASES if "depth" not in c))
+def test_flat_columns(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stride-1 convolutions as wide as their input, and only those, copy their columns from a
+    flat copy of the input; their output is bit for bit the one from the 2-D padded input."""
+    assert _plan(case).flat is (case in FLAT)
+    _same_both_ways(case, "FLAT_COLUMNS", monkeypatch)
+
+
+@pytest.mark.parametrize("case", sorted(c for c in CONV_CASES
+                                        if _plan(c).channels_last or _plan(c).dense))
+def test_channels_last_bias(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The depthwise einsum and dense paths give the same bits whether they add the bias to
+    their channels-last accumulator (CHANNELS_LAST_BIAS) or in the copy to out."""
+    _same_both_ways(case, "CHANNELS_LAST_BIAS", monkeypatch)
 
 
 _GATHERS = {  # name -> (view of a (2, 3, 40) array, whether it copies as pairs)
