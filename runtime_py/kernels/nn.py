@@ -149,7 +149,7 @@ class _ConvPlan:
     ones: bool = False  # the columns end in a row of ones that the bias, appended to the
     # weight as a column, multiplies (BIAS_IN_PRODUCT)
     flat: bool = False  # the columns come from ``padded`` as a flat copy of the input with zero
-    # margins (``_column_source``, FLAT_COLUMNS), not from the input padded in 2-D
+    # margins (``column_source``, FLAT_COLUMNS), not from the input padded in 2-D
     dense: bool = False  # depthwise: one einsum over a dense matrix (``_depthwise_dense``);
     # ``padded`` is the input's channels-last copy, ``work`` the output's
 
@@ -489,16 +489,20 @@ def _phase_fill(x: np.ndarray, plane: np.ndarray, origin: tuple[int, int],
     return plane[(..., *dst)], x[(..., *src)]
 
 
-def _column_source(x: np.ndarray, plan: _ConvPlan, ws: Workspace) -> tuple[np.ndarray, Bound]:
-    """(what a non-depthwise convolution's columns are copied from, the call preparing it):
-    ``x`` itself for a direct convolution, else a zero-copy im2col view (N, C, KH, KW, Ho, Wo)
-    of ``x`` padded in 2-D, or of its flat copy between margins (``plan.flat``)."""
-    if plan.direct:
-        return x, _nothing
-    if not plan.flat:
-        padded, pad = _padding(x, plan.pads, 0, ws)
-        return plan.win.columns(padded), pad
-    return flat_source(x, plan.win, ws.take(plan.padded, x.dtype), 0)
+def column_source(x: np.ndarray, win: _Window, pads: tuple[tuple[int, int], ...] | None,
+                  flat: bool, buf: np.ndarray | None, value: float
+                  ) -> tuple[np.ndarray, list[Bound]]:
+    """(the im2col view (N, C, KH, KW, Ho, Wo) a convolution's columns are copied from, the
+    calls preparing it): of ``x`` padded with ``value`` into ``buf``, in 2-D or as a flat copy
+    between margins (``flat``, ``flat_source``); of ``x`` itself if it has no ``pads`` (no
+    call). The float and int8 convolutions share it."""
+    if flat:
+        source, fill = flat_source(x, win, buf, value)
+        return source, [fill]
+    if pads is None:
+        return win.columns(x), []
+    padded = buf.reshape(_padded_shape(x.shape, pads))
+    return win.columns(padded), [_fill_padded(padded, x, pads, value)]
 
 
 def flat_columns(win: _Window) -> bool:
@@ -555,7 +559,7 @@ def _wrapped(cols: np.ndarray, win: _Window) -> list[np.ndarray]:
 def _grouped(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, plan: _ConvPlan,
              groups: int, work: np.ndarray | None, out: np.ndarray) -> Bound:
     """One (batched) BLAS matmul per group and row tile over the column buffer (copied from
-    ``x``, see ``_column_source``), into out; with ``plan.ones``, the bias is the weight's last
+    ``x``, see ``column_source``), into out; with ``plan.ones``, the bias is the weight's last
     column and the columns' last row ones. Over few output positions, the weight is first
     streamed into the caches (``prefetches``)."""
     o = out.shape[1]
@@ -757,9 +761,11 @@ def convolution(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
         compute = _depthwise(input, weight, plan, scratch, out)
     else:
         ws = Workspace(scratch)
-        x, pad = _column_source(input, plan, ws)
+        padded = ws.take(plan.padded, input.dtype) if plan.padded else None
+        x, calls = (input, []) if plan.direct else column_source(  # direct: x is the columns
+            input, plan.win, plan.pads, plan.flat, padded, 0)
         work = ws.take(plan.work, out.dtype) if plan.work else None
-        compute = then(pad, _grouped(x, weight, bias, plan, groups, work, out))
+        compute = run_all(*calls, _grouped(x, weight, bias, plan, groups, work, out))
     if bias is not None and not plan.adds_bias:
         compute = then(compute, functools.partial(np.add, out, bias.reshape(-1, 1, 1), out))
     return long_loops(compute)

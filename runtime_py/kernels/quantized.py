@@ -670,7 +670,8 @@ def _gemm_conv(x: np.ndarray, weight: np.ndarray, groups: int, zero_point: int,
     n, c = x.shape[:2]
     o = weight.shape[0]
     (kh, kw), (ho, wo) = plan.win.kernel, plan.win.out_hw
-    columns, calls = _column_source(x, zero_point, plan, buf)
+    columns, calls = nn.column_source(x, plan.win, plan.pads, plan.flat, buf.get("padded"),
+                                      zero_point)
     k = c // groups * kh * kw
     if plan.kind == "fused":
         return calls + _fused_conv(columns, weight.reshape(o, k), zero_point, plan, req, buf,
@@ -701,22 +702,6 @@ def _gemm_conv(x: np.ndarray, weight: np.ndarray, groups: int, zero_point: int,
         calls += req.bind(tile.get("v", tile.get("acc")) if len(gemms) > 1 else part, tile,
                           dst, layout)
     return calls
-
-
-def _column_source(x: np.ndarray, zero_point: int, plan: _ConvPlan, buf: dict[str, np.ndarray]
-                   ) -> tuple[np.ndarray, list[Bound]]:
-    """(the im2col view (N, C, KH, KW, Ho, Wo) the columns are copied from, the calls preparing
-    it): of ``x`` padded with its zero point in 2-D, or copied flat between margins of it
-    (``plan.flat``), or of ``x`` itself (no call)."""
-    if plan.flat:
-        source, fill = nn.flat_source(x, plan.win, buf["padded"], zero_point)
-        return source, [fill]
-    if not plan.pads:
-        return plan.win.columns(x), []
-    (top, bottom), (left, right) = plan.pads
-    padded = buf["padded"].reshape(nn._padded_shape(x.shape, plan.pads))
-    return (plan.win.columns(padded),
-            [constant_pad_nd(x, (left, right, top, bottom), zero_point, out=padded)])
 
 
 def _fused_conv(columns: np.ndarray, weight: np.ndarray, zero_point: int, plan: _ConvPlan,
