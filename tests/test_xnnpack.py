@@ -4,6 +4,7 @@ kernels and against torch."""
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import numpy as np
@@ -216,3 +217,20 @@ def test_a_forged_payload_is_refused_at_load(tmp_path) -> None:
 
     with pytest.raises(BundleError, match="LiteRT loads and runs"):
         Program.load(forged(truncated))
+
+
+def test_the_model_outlives_its_load(tmp_path) -> None:
+    """LiteRT's wrapped interpreter does not keep its .tflite bytes alive (its constant tensors
+    point into them): the backend does. Blocks the size of the transformer's partition payload,
+    allocated after its load (they would reuse those bytes if freed), change none of its
+    outputs."""
+    _, inputs, _, path = _bundle(tmp_path, "transformer")
+    program = Program.load(path)
+    gc.collect()
+    junk = [b"\xff" * program.partitions[0].payload["model"].size for _ in range(4)]
+    arrays = [t.numpy() for t in inputs]
+    got = program.run(*arrays)[0]
+    del junk  # held through the run
+    reference = Program.load(path, {"xnnpack": Cpu()}).run(*arrays)[0]
+    scale = float(np.abs(reference).max())
+    np.testing.assert_allclose(got, reference, rtol=1e-5, atol=1e-5 * scale)

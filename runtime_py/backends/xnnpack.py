@@ -59,14 +59,16 @@ class Xnnpack:
         # they would dangle if its tensors were allocated again; nothing allocates them after
         # this, so the views stay valid and the run calls the wrapped interpreter's Invoke (of
         # the pinned ai-edge-litert): 2 us a run less than set_tensor, invoke and get_tensor
-        # (a copy) on cnn's 75 us.
-        invoke = interpreter._interpreter.Invoke
+        # (a copy) on cnn's 75 us. The run reaches it through ``interpreter``, which must live
+        # as long as the run: it holds the model's bytes, which the wrapped interpreter does
+        # not keep alive though its constant tensors point into them (a transformer's
+        # partition ran to NaNs once they were freed and reused).
 
         def run() -> None:
             for copy in copies_in:
                 copy()
             try:
-                invoke()
+                interpreter._interpreter.Invoke()
             except (RuntimeError, ValueError) as e:
                 raise _refused(where, e) from e
             for copy in copies_out:
