@@ -14,9 +14,10 @@ kernels (the same role as NEE's numpy kernels) and its XNNPACK delegate (ET-xnnp
 paired run for run with NEE's numpy program, the median of the per-pair ratios). With
 --xnnpack, NEE's XNNPACK delegate (the model exported for board rpi5, whose recipe names it;
 LiteRT runs the partitions) is timed too, paired with the numpy program run for run: its ms
-and numpy/xnnpack (> 1: the delegate faster); with both flags, ET-xnnpack / NEE-best (NEE's
-faster backend for the board, timed run for run beside ExecuTorch's XNNPACK delegate: the
-median of the per-pair ratios, >= 1: NEE as fast or faster).
+and numpy/xnnpack (> 1: the delegate faster); with --openvino, the same partitions run by
+OpenVINO (runtime_py/backends/openvino.py), likewise; with either and --executorch,
+ET-xnnpack / NEE-best (NEE's fastest backend for the board, timed run for run beside
+ExecuTorch's XNNPACK delegate: the median of the per-pair ratios, >= 1: NEE as fast or faster).
 """
 
 from __future__ import annotations
@@ -96,29 +97,45 @@ def executorch_ms(model, inputs, runs: int, threads: int, numpy_run,
     return times
 
 
-def xnnpack_ms(model, inputs, name: str, folder: Path, program, runs: int,
-               threads: int) -> tuple[dict[str, float], object]:
-    """NEE with the XNNPACK delegate (board rpi5), paired with ``program`` (numpy); and a call
-    running the delegated program if it is the faster of the two, else None."""
+def _engine(name: str) -> object:
+    """The backend running the rpi5 export's .tflite partitions for column ``name``: LiteRT
+    ("xnnpack", the registry's) or OpenVINO ("openvino", swapped in under that name)."""
+    if name == "openvino":
+        from runtime_py.backends.openvino import OpenVino
+
+        return OpenVino()
+    from runtime_py.backends.xnnpack import Xnnpack
+
+    return Xnnpack()
+
+
+def delegate_ms(model, inputs, name: str, folder: Path, program, runs: int, threads: int,
+                engines: list[str]) -> tuple[dict[str, float], object]:
+    """NEE with the CPU delegate (board rpi5) run by each of ``engines`` ("xnnpack": LiteRT,
+    "openvino"), each paired with ``program`` (numpy); and a call running the fastest of them
+    if it is faster than numpy, else None."""
     from runtime_py.program import Program
     from toolchain.boards import load_board
     from toolchain.export import export
     from toolchain.serialize.bundle import write_bundle
 
-    path = folder / f"{name}-xnnpack.nee"
+    path = folder / f"{name}-rpi5.nee"
     write_bundle(export(model, inputs, name=name, board=load_board("rpi5")), path)
-    delegated = Program.load(path, threads=threads)
     arrays = [t.numpy() for t in inputs]
-    fast_ms, _, ratios = _paired_ms(lambda: delegated.run(*arrays),
-                                    lambda: program.run(*arrays), runs)
-    faster = statistics.median(ratios) >= 1
-    return ({"xnnpack_ms": fast_ms, "numpy_over_xnnpack": statistics.median(ratios),
-             "xnnpack_partitions": len(delegated.partitions)},
-            (lambda: delegated.run(*arrays)) if faster else None)
+    row, best, fastest = {}, 1.0, None
+    for engine in engines:
+        delegated = Program.load(path, {"xnnpack": _engine(engine)}, threads=threads)
+        run = lambda p=delegated: p.run(*arrays)  # noqa: E731
+        row[f"{engine}_ms"], _, ratios = _paired_ms(run, lambda: program.run(*arrays), runs)
+        row[f"numpy_over_{engine}"] = speedup = statistics.median(ratios)
+        row["partitions"] = len(delegated.partitions)
+        if speedup >= best:
+            best, fastest = speedup, run
+    return row, fastest
 
 
 def measure(models: list[str], runs: int, threads: int, peer: bool,
-            xnnpack: bool = False) -> list[dict]:
+            engines: list[str] = ()) -> list[dict]:
     """In this process: export each model, then time NEE and torch eager alternately."""
     import torch
 
@@ -141,8 +158,8 @@ def measure(models: list[str], runs: int, threads: int, peer: bool,
                                                       lambda p=program, a=arrays: p.run(*a), runs)
             profile = [(call.op, t) for call, t in program.profile(*arrays)]
             quartiles = (ratios[len(ratios) // 4], ratios[(3 * len(ratios)) // 4])
-            fast, delegate = (xnnpack_ms(model, inputs, name, Path(tmp), program, runs, threads)
-                              if xnnpack else ({}, None))
+            fast, delegate = (delegate_ms(model, inputs, name, Path(tmp), program, runs,
+                                          threads, engines) if engines else ({}, None))
             rows.append({"model": name, "threads": threads, "nee_ms": nee_ms,
                          "torch_ms": torch_ms, "ratio": statistics.median(ratios),
                          "quartiles": quartiles, "profile": profile, **fast,
@@ -153,13 +170,13 @@ def measure(models: list[str], runs: int, threads: int, peer: bool,
 
 
 def _run_child(models: list[str], runs: int, threads: int, peer: bool,
-               xnnpack: bool) -> list[dict]:
+               engines: list[str]) -> list[dict]:
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
                MKL_NUM_THREADS=str(threads))
     done = subprocess.run(
         [sys.executable, __file__, "--child", str(threads), "--models", ",".join(models),
          "--runs", str(runs), *(["--executorch"] if peer else []),
-         *(["--xnnpack"] if xnnpack else [])],
+         *(f"--{engine}" for engine in engines)],
         env=env, capture_output=True, text=True)
     if done.returncode:
         sys.exit(f"the {threads}-thread measurement failed:\n{done.stderr[-3000:]}")
@@ -186,6 +203,9 @@ def main() -> None:
     parser.add_argument("--executorch", action="store_true", help="time ExecuTorch too")
     parser.add_argument("--xnnpack", action="store_true",
                         help="time NEE's XNNPACK delegate (board rpi5) too")
+    parser.add_argument("--openvino", action="store_true",
+                        help="time the same partitions run by OpenVINO too (pip install "
+                        "'nee[openvino]')")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     models = args.models.split(",") if args.models else MODELS
@@ -196,14 +216,15 @@ def main() -> None:
         models = models if args.models else list(tier)
         if unknown := [m for m in models if m not in tier]:
             parser.error(f"--models: {', '.join(unknown)} not in the tier ({', '.join(tier)})")
+    engines = [e for e in ("xnnpack", "openvino") if getattr(args, e)]
     if args.child:
-        print(json.dumps(measure(models, args.runs, args.child, args.executorch, args.xnnpack)))
+        print(json.dumps(measure(models, args.runs, args.child, args.executorch, engines)))
         return
     rows = [row for n in THREADS
-            for row in _run_child(models, args.runs, n, args.executorch, args.xnnpack)]
+            for row in _run_child(models, args.runs, n, args.executorch, engines)]
     peer = " ET-portable/NEE ET-xnnpack/NEE" if args.executorch else ""
-    peer += " NEE-xnnpack ms numpy/xnnpack" if args.xnnpack else ""
-    peer += " ET-xnnpack/NEE-best" if args.xnnpack and args.executorch else ""
+    peer += "".join(f" NEE-{e} ms numpy/{e}" for e in engines)
+    peer += " ET-xnnpack/NEE-best" if engines and args.executorch else ""
     print(f"{'model':20s} {'threads':>7s} {'NEE ms':>9s} {'torch ms':>9s} {'NEE/torch':>9s} "
           f"{'(quartiles of paired runs)':>26s}{peer}")
     for row in rows:
@@ -213,9 +234,9 @@ def main() -> None:
         if args.executorch:
             line += (f" {row['et_portable_ms'] / row['nee_ms']:15.2f}"
                      f" {row['et_xnnpack_over_numpy']:15.2f}")
-        if args.xnnpack:
-            line += f" {row['xnnpack_ms']:14.3f} {row['numpy_over_xnnpack']:13.2f}"
-        if args.xnnpack and args.executorch:
+        for e in engines:
+            line += f" {row[f'{e}_ms']:{len(e) + 8}.3f} {row[f'numpy_over_{e}']:{len(e) + 6}.2f}"
+        if engines and args.executorch:
             line += f" {row['et_xnnpack_over_best']:19.2f}"
         print(line)
     if args.profile:

@@ -15,7 +15,8 @@ choice at the end. The issue's target: governed 2-thread/1-thread <= 1.2 at ever
 The machine here has 2 cores, shared with other work: absolute times move between runs.
 ``--board rpi5`` exports for that board's recipe (its XNNPACK delegate: LiteRT's interpreters get
 the program's thread count for XNNPACK's own pool, which the governor does not switch; it
-switches the BLAS threads of calls left on the numpy kernels).
+switches the BLAS threads of calls left on the numpy kernels); with ``--openvino`` OpenVINO runs
+those partitions instead (its threads fixed at load likewise).
 """
 
 from __future__ import annotations
@@ -111,7 +112,14 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=40)
     parser.add_argument("--blocks", type=int, default=6)
     parser.add_argument("--board", help="export for this board recipe (e.g. rpi5: XNNPACK)")
+    parser.add_argument("--openvino", action="store_true",
+                        help="run the XNNPACK delegate's partitions with OpenVINO (--board rpi5)")
     args = parser.parse_args()
+    backends = None
+    if args.openvino:
+        from runtime_py.backends.openvino import OpenVino
+
+        backends = {"xnnpack": OpenVino()}
     names, loads = args.models.split(","), [int(x) for x in args.loads.split(",")]
     missed = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -120,9 +128,9 @@ def main() -> int:
               f"{'governed/1':>18} {'fixed/1':>18} choice")
         for name in names:
             for load in loads:
-                programs = {"one": Program.load(paths[name], threads=1),
-                            "governed": Program.load(paths[name], threads=2),
-                            "fixed": Program.load(paths[name], threads=2)}
+                programs = {"one": Program.load(paths[name], backends, threads=1),
+                            "governed": Program.load(paths[name], backends, threads=2),
+                            "fixed": Program.load(paths[name], backends, threads=2)}
                 programs["fixed"].thread_policy = Fixed(2)
                 inputs = inputs_for(programs["one"])
                 got = under_load(load, lambda p=programs, x=inputs: blocks(p, x, args.runs,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import statistics
 import time
 import zipfile
@@ -13,6 +14,7 @@ import click
 import numpy as np
 
 from runtime_py import __version__
+from runtime_py.backends import Backend
 from runtime_py.errors import InputError, NeeError
 from runtime_py.format import DELEGATE_CALL, SCHEMA_VERSION
 from runtime_py.generate import GenerationStats, generate
@@ -65,24 +67,31 @@ def _in_existing_folder(ctx: click.Context, param: click.Parameter,
 @click.option("--threads", type=click.IntRange(min=1),
               help="BLAS threads at most (default: the board recipe's, else 1); with more than "
                    "1 a run falls back to 1 thread while that is faster.")
+@click.option("--openvino", is_flag=True,
+              help="Run the XNNPACK delegate's float partitions with OpenVINO instead of LiteRT "
+                   "(pip install 'nee[openvino]').")
 def main(bundle: str, inputs: tuple[str, ...], random_inputs: bool, output: str | None,
          profile: bool, repeat: int, no_segment_check: bool, verify: bool, method: str | None,
-         prompt_ids: str | None, max_new_tokens: int, threads: int | None) -> None:
+         prompt_ids: str | None, max_new_tokens: int, threads: int | None,
+         openvino: bool) -> None:
     """Run BUNDLE with numpy kernels and print its outputs."""
+    backends = _engine(openvino)
     if prompt_ids is not None:
         if inputs or random_inputs or output or profile or verify:
             raise click.UsageError("--generate makes its own inputs: give no --input, "
                                    "--random, --output, --profile or --verify")
-        _generate(bundle, prompt_ids, max_new_tokens, method, no_segment_check, threads)
+        _generate(bundle, prompt_ids, max_new_tokens, method, no_segment_check, threads,
+                  backends)
         return
     if verify:
         if inputs or random_inputs or output or profile:
             raise click.UsageError("--verify runs the bundle's own vectors: give no --input, "
                                    "--random, --output or --profile")
-        _verify(bundle, no_segment_check)
+        _verify(bundle, no_segment_check, backends)
         return
     try:
-        program = Program.load(bundle, verify_segments=not no_segment_check, threads=threads)
+        program = Program.load(bundle, backends, verify_segments=not no_segment_check,
+                               threads=threads)
         program = program.method(method) if method else program
         arrays = _random(program) if random_inputs else _read_inputs(inputs, program)
         outputs = [o.copy() for o in program.run(*arrays)]  # also warms kernel caches up
@@ -108,8 +117,20 @@ def main(bundle: str, inputs: tuple[str, ...], random_inputs: bool, output: str 
             click.echo(format_partitions(program, timings))
 
 
+def _engine(openvino: bool) -> dict[str, Backend]:
+    """The backends replacing the registry's: OpenVINO for the XNNPACK partitions if asked."""
+    if not openvino:
+        return {}
+    if importlib.util.find_spec("openvino") is None:
+        raise click.UsageError("--openvino needs OpenVINO: pip install 'nee[openvino]'")
+    from runtime_py.backends.openvino import OpenVino
+
+    return {"xnnpack": OpenVino()}
+
+
 def _generate(bundle: str, prompt: str, max_new_tokens: int, method: str | None,
-              no_segment_check: bool, threads: int | None) -> None:
+              no_segment_check: bool, threads: int | None,
+              backends: dict[str, Backend]) -> None:
     """Stream generated token ids, then the prefill time and decode speed."""
     try:
         ids = [int(x) for x in prompt.split(",")]
@@ -118,7 +139,7 @@ def _generate(bundle: str, prompt: str, max_new_tokens: int, method: str | None,
                                  param_hint="--generate") from e
     stats = GenerationStats()
     try:
-        with Program.load(bundle, verify_segments=not no_segment_check,
+        with Program.load(bundle, backends, verify_segments=not no_segment_check,
                           threads=threads) as program:
             program = program.method(method) if method else program
             for token in generate(program, ids, max_new_tokens, stats):
@@ -129,9 +150,9 @@ def _generate(bundle: str, prompt: str, max_new_tokens: int, method: str | None,
     click.echo(f"\n{stats}")
 
 
-def _verify(bundle: str, no_segment_check: bool) -> None:
+def _verify(bundle: str, no_segment_check: bool, backends: dict[str, Backend]) -> None:
     try:
-        with Program.load(bundle, verify_segments=not no_segment_check) as program:
+        with Program.load(bundle, backends, verify_segments=not no_segment_check) as program:
             checks = verify_vectors(program)
     except NeeError as e:
         raise click.ClickException(str(e)) from e

@@ -5,6 +5,7 @@ kernel it dropped, naming every missing (op, dtype) and the build."""
 from __future__ import annotations
 
 import json
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -46,6 +47,10 @@ def test_build_keeps_the_bundles_kernels_and_says_what_it_dropped(built):
     assert "nee::conv2d_int8.out" in kept and "aten::addmm.out" in kept
     assert summary["kernels_dropped"] > 100 and "attention" in summary["modules_dropped"]
     assert summary["backends"] == ["cpu", "ethos-u"]
+    (wheel,) = (folder / "out").glob("*.whl")
+    backends = {n.rpartition("/")[2] for n in zipfile.ZipFile(wheel).namelist()
+                if "runtime_py/backends/" in n}
+    assert backends == {"__init__.py", "ethos_u.py"}  # no xnnpack, openvino, tflite_io
     assert summary["wheel_bytes"] < summary["full_wheel_bytes"]
     assert f"kernels kept ({len(summary['kernels_kept'])})" in output and "full runtime" in output
     assert {p.name for p in (folder / "out" / "bundles").iterdir()} == {b.name for b in bundles}

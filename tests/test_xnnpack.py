@@ -5,6 +5,8 @@ kernels and against torch."""
 from __future__ import annotations
 
 import gc
+import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -183,49 +185,51 @@ def test_litert_gets_the_programs_threads(tmp_path) -> None:
     assert Program.load(path, threads=1).partitions[0].threads == 1
 
 
+def forged(path: Path, change: Callable[[bytearray], None]) -> Path:
+    """A copy of bundle ``path`` whose first partition's .tflite ``change`` edits in place
+    (checksums recomputed), beside it as forged.nee."""
+    from bundle_fuzz import _decoded, _packed
+
+    bundle, blobs = _decoded(path.read_bytes())
+    k = bundle.delegates[0].payload[0].segment
+    model = bytearray(blobs[k])
+    change(model)
+    blobs[k] = bytes(model)
+    bundle.segments[k].crc32 = zlib.crc32(blobs[k])
+    out = path.with_name("forged.nee")
+    out.write_bytes(_packed(bundle, blobs))
+    return out
+
+
+def huge_output(model: bytearray) -> None:
+    """The model's first output tensor 2^30 values wide."""
+    import tflite
+
+    graph = tflite.Model.GetRootAsModel(model, 0).Subgraphs(0)
+    graph.Tensors(graph.Outputs(0)).ShapeAsNumpy()[-1] = 1 << 30  # a view of ``model``
+
+
+def truncated(model: bytearray) -> None:
+    """The root table far outside the model."""
+    model[:4] = (1 << 31).to_bytes(4, "little")
+
+
 def test_a_forged_payload_is_refused_at_load(tmp_path) -> None:
     """A tensor shape forged to 2^30 elements in the partition's .tflite (checksums recomputed)
     is refused before LiteRT allocates it when the caller bounds memory; a payload LiteRT
     cannot parse is refused at load either way."""
-    import zlib
-
-    import tflite
-    from bundle_fuzz import _decoded, _packed
-
     _, _, _, path = _bundle(tmp_path, "cnn")
-
-    def forged(change) -> Path:
-        bundle, blobs = _decoded(path.read_bytes())
-        k = bundle.delegates[0].payload[0].segment
-        model = bytearray(blobs[k])
-        change(model)
-        blobs[k] = bytes(model)
-        bundle.segments[k].crc32 = zlib.crc32(blobs[k])
-        out = tmp_path / "forged.nee"
-        out.write_bytes(_packed(bundle, blobs))
-        return out
-
-    def huge(model: bytearray) -> None:
-        graph = tflite.Model.GetRootAsModel(model, 0).Subgraphs(0)
-        graph.Tensors(graph.Outputs(0)).ShapeAsNumpy()[-1] = 1 << 30  # a view of ``model``
-
     with pytest.raises(BundleError, match=r"tensors: expected at most 1073741824 bytes"):
-        Program.load(forged(huge), max_arena_bytes=1 << 30)
-
-    def truncated(model: bytearray) -> None:
-        model[:4] = (1 << 31).to_bytes(4, "little")  # the root table far outside the model
-
+        Program.load(forged(path, huge_output), max_arena_bytes=1 << 30)
     with pytest.raises(BundleError, match="LiteRT loads and runs"):
-        Program.load(forged(truncated))
+        Program.load(forged(path, truncated))
 
 
-def test_the_model_outlives_its_load(tmp_path) -> None:
-    """LiteRT's wrapped interpreter does not keep its .tflite bytes alive (its constant tensors
-    point into them): the backend does. Blocks the size of the transformer's partition payload,
-    allocated after its load (they would reuse those bytes if freed), change none of its
-    outputs."""
+def outlives_its_load(tmp_path, backends: dict) -> None:
+    """Blocks the size of the transformer's partition payload, allocated after its load (they
+    would reuse any bytes the engine still reads but nobody holds), change none of its outputs."""
     _, inputs, _, path = _bundle(tmp_path, "transformer")
-    program = Program.load(path)
+    program = Program.load(path, backends)
     gc.collect()
     junk = [b"\xff" * program.partitions[0].payload["model"].size for _ in range(4)]
     arrays = [t.numpy() for t in inputs]
@@ -234,3 +238,8 @@ def test_the_model_outlives_its_load(tmp_path) -> None:
     reference = Program.load(path, {"xnnpack": Cpu()}).run(*arrays)[0]
     scale = float(np.abs(reference).max())
     np.testing.assert_allclose(got, reference, rtol=1e-5, atol=1e-5 * scale)
+
+
+def test_the_model_outlives_its_load(tmp_path) -> None:
+    """LiteRT's wrapped interpreter does not keep its .tflite bytes alive: the backend does."""
+    outlives_its_load(tmp_path, {})

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from runtime_py import __version__
 from runtime_py import kernels as kernel_package
-from runtime_py.backends import DELEGATE_BACKENDS
+from runtime_py.backends import COMPANIONS, DELEGATE_BACKENDS
 from runtime_py.errors import NeeError
 from runtime_py.loader import LoadedBundle, load_bundle, needed_kernels
 from toolchain.boards import Board
@@ -156,7 +156,8 @@ def _stage(root: Path, board: Board, bundles: list[str],
     if backends is not None:
         for backend, (module, _, _) in DELEGATE_BACKENDS.items():
             if backend not in backends:
-                (package / "backends" / f"{module.rpartition('.')[2]}.py").unlink()
+                for name in (module, *COMPANIONS.get(backend, ())):
+                    (package / "backends" / f"{name.rpartition('.')[2]}.py").unlink()
     if selected is not None:
         (package / "build_info.py").write_text(_build_info(board, bundles, selected, modules,
                                                            backends))

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from runtime_py.errors import BundleError
+from runtime_py.backends.tflite_io import check_io, check_memory, refused
 from runtime_py.kernels import Bound
 from runtime_py.kernels._common import copier
 
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from runtime_py.backends import Partition
 
 PACKAGE = "ai_edge_litert"  # the backend is shipped only where this imports
+ENGINE = "LiteRT"
 
 
 class Xnnpack:
@@ -43,14 +44,14 @@ class Xnnpack:
         try:
             interpreter = Interpreter(model_content=bytes(partition.payload.get("model")),
                                       num_threads=partition.threads)
-            _check_memory(where, interpreter, partition.memory_limit)
+            check_memory(where, _tensor_bytes(interpreter), partition.memory_limit)
             interpreter.allocate_tensors()
             ins = _indices(where, "input", interpreter.get_input_details(), partition.inputs)
             outs = _indices(where, "output", interpreter.get_output_details(),
                             partition.outputs)
             interpreter.invoke()
         except (TypeError, ValueError, RuntimeError) as e:  # UnicodeDecodeError is a ValueError
-            raise _refused(where, e) from e
+            raise refused(where, ENGINE, e) from e
         copies_in = [copier(interpreter.tensor(k)(), view)
                      for k, view in zip(ins, partition.inputs, strict=True)]
         copies_out = [copier(view, interpreter.tensor(k)())
@@ -70,37 +71,22 @@ class Xnnpack:
             try:
                 interpreter._interpreter.Invoke()
             except (RuntimeError, ValueError) as e:
-                raise _refused(where, e) from e
+                raise refused(where, ENGINE, e) from e
             for copy in copies_out:
                 copy()
 
         return run
 
 
-def _refused(where: str, error: Exception) -> BundleError:
-    return BundleError(where, "a .tflite model LiteRT loads and runs (payload 'model')",
-                       f"{type(error).__name__}: {error}", "export the bundle again")
-
-
-def _check_memory(where: str, interpreter: Any, limit: int | None) -> None:
-    """The model's tensors (constants and activations, before LiteRT allocates them) within
-    ``limit`` bytes (if any): a forged shape could ask for terabytes."""
-    if limit is None:
-        return
-    total = sum(math.prod(int(n) for n in d["shape"]) * np.dtype(d["dtype"]).itemsize
-                for d in interpreter.get_tensor_details())
-    if total > limit:
-        raise BundleError(f"{where} tensors", f"at most {limit} bytes (the caller's "
-                          "max_arena_bytes)", f"{total} bytes", "raise max_arena_bytes or "
-                          "export the bundle again")
+def _tensor_bytes(interpreter: Any) -> int:
+    """The bytes of the model's tensors (constants and activations) before LiteRT allocates."""
+    return sum(math.prod(int(n) for n in d["shape"]) * np.dtype(d["dtype"]).itemsize
+               for d in interpreter.get_tensor_details())
 
 
 def _indices(where: str, role: str, details: list[dict[str, Any]],
              views: list[np.ndarray]) -> list[int]:
     """The model's tensor indices of its inputs or outputs, each matching its arena view."""
-    found = [(tuple(int(n) for n in d["shape"]), np.dtype(d["dtype"])) for d in details]
-    expected = [(v.shape, v.dtype) for v in views]
-    if found != expected:
-        raise BundleError(f"{where} {role}s", f"shapes and dtypes {expected} (the arena's)",
-                          str(found), "export the bundle again")
+    check_io(where, role, [(tuple(int(n) for n in d["shape"]), np.dtype(d["dtype"]))
+                           for d in details], views)
     return [int(d["index"]) for d in details]
