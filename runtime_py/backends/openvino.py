@@ -13,7 +13,7 @@ that frontend reads only named files), its tensors are checked against the calle
 bfloat16 or float16 where the CPU has them) with the program's threads and no core pinning; the
 partition's arena views are bound as its input and output tensors, so a run copies nothing, and
 it is run once. Only float partitions: OpenVINO's int8 arithmetic is not TFLite's (its rounding
-differs), so a partition with integer tensors is refused at load. Needs ``pip install
+differs), so a partition with quantized tensors is refused at load. Needs ``pip install
 'nee[openvino]'``.
 """
 
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from runtime_py.backends import Partition
 
 ENGINE = "OpenVINO"
-QUANTIZED = ("i8", "u8", "i4", "u4")  # element types of TFLite's quantized tensors
+QUANTIZED = {"i8", "u8", "i4", "u4"}  # element types of TFLite's quantized tensors
 
 
 class OpenVino:
@@ -104,12 +104,7 @@ def _read(core: Any, payload: np.ndarray | None) -> Any:
 
 def _check_model(where: str, model: Any, partition: Partition) -> None:
     """No quantized tensors, within the memory limit, and inputs and outputs as the arena's."""
-    quantized = sorted({op.get_type_name() if op.get_type_name() == "FakeQuantize"
-                        else port.get_element_type().get_type_name()
-                        for op in model.get_ordered_ops() for port in op.outputs()
-                        if op.get_type_name() == "FakeQuantize"
-                        or port.get_element_type().get_type_name() in QUANTIZED})
-    if quantized:
+    if quantized := _quantized(model):
         raise BundleError(f"{where} tensors", "float partitions only (OpenVINO does not "
                           "compute TFLite's int8 arithmetic)",
                           f"quantized tensors ({', '.join(quantized)})",
@@ -125,6 +120,17 @@ def _check_model(where: str, model: Any, partition: Partition) -> None:
         check_io(where, role, [(tuple(port.get_shape()), np.dtype(port.get_element_type()
                                                                   .to_dtype()))
                                for port in ports], views)
+
+
+def _quantized(model: Any) -> list[str]:
+    """The quantized element types and FakeQuantize ops (TFLite's quantization, as OpenVINO's
+    frontend reads it) in ``model``."""
+    found = set()
+    for op in model.get_ordered_ops():
+        if op.get_type_name() == "FakeQuantize":
+            found.add("FakeQuantize")
+        found |= {port.get_element_type().get_type_name() for port in op.outputs()} & QUANTIZED
+    return sorted(found)
 
 
 def _check_contiguous(where: str, partition: Partition) -> None:
