@@ -132,3 +132,37 @@ def test_nee_run_switch(tmp_path) -> None:
 
 def test_the_model_outlives_its_load(tmp_path) -> None:
     outlives_its_load(tmp_path, {"xnnpack": OpenVino()})
+
+
+class _Recording(OpenVino):
+    """OpenVino keeping the models it compiles."""
+
+    def __init__(self) -> None:
+        self.compiled: list = []
+
+    @property
+    def core(self):
+        recording, core = self, super().core
+
+        class Core:
+            def __getattr__(self, name: str):
+                return getattr(core, name)
+
+            def compile_model(self, *args):
+                recording.compiled.append(core.compile_model(*args))
+                return recording.compiled[-1]
+
+        return Core()
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_compiled_model_computes_in_float32_with_the_programs_threads(tmp_path, threads):
+    import openvino as ov
+
+    _, _, _, path = _bundle(tmp_path, "cnn")
+    backend = _Recording()
+    Program.load(path, {"xnnpack": backend}, threads=threads)
+    (compiled,) = backend.compiled
+    assert compiled.get_property("INFERENCE_PRECISION_HINT") == ov.Type.f32
+    assert compiled.get_property("INFERENCE_NUM_THREADS") == threads
+    assert compiled.get_property("ENABLE_CPU_PINNING") is False
