@@ -85,6 +85,24 @@ def test_the_wheel_runs_the_bundles_without_torch_and_refuses_others(built, expo
     assert f"nee-build for board {BOARD} from cnn.nee, mlp.nee" in done.stderr
 
 
+def test_a_cpu_delegate_boards_runtime_keeps_its_backend(tmp_path):
+    """rpi5's recipe names the XNNPACK delegate: its runtime ships that backend and the
+    modules beside it (OpenVINO's engine), with both packages as extras."""
+    done = CliRunner().invoke(build_main, [str(_export(tmp_path, "mlp", "--board", "rpi5")),
+                                           "--board", "rpi5", "-o", str(tmp_path / "out")])
+    assert done.exit_code == 0, done.output
+    summary = json.loads((tmp_path / "out" / "build.json").read_text())
+    assert summary["backends"] == ["cpu", "xnnpack"]
+    with zipfile.ZipFile(tmp_path / "out" / summary["wheel"]) as wheel:
+        names = {n.rpartition("/")[2] for n in wheel.namelist() if "/backends/" in n}
+        info = wheel.read("runtime_py/build_info.py").decode()
+        metadata = next(wheel.read(n).decode() for n in wheel.namelist()
+                        if n.endswith("METADATA"))
+    assert names == {"__init__.py", "xnnpack.py", "openvino.py", "tflite_io.py"}
+    assert "BACKENDS = ('xnnpack',)" in info
+    assert "Provides-Extra: xnnpack" in metadata and "Provides-Extra: openvino" in metadata
+
+
 def test_a_bundle_for_another_board_is_refused(tmp_path):
     done = CliRunner().invoke(build_main, [str(_export(tmp_path, "mlp", "--board", "rpi4")),
                                            "--board", BOARD, "-o", str(tmp_path / "out")])

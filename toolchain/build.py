@@ -98,9 +98,12 @@ def _check_boards(board: Board, paths: list[Path], loaded: list[LoadedBundle]) -
 
 
 def _backends(board: Board, paths: list[Path], loaded: list[LoadedBundle]) -> list[str]:
-    """The delegate backends to ship: the board's NPU backend when it has one. A partition
-    for a backend not shipped needs its CPU fallback."""
-    kept = ["ethos-u"] if board.npu is not None else []
+    """The delegate backends to ship: the board's NPU backend when it has one, and its CPU
+    delegate's (the XNNPACK backend, which runs where ai-edge-litert is installed, with the
+    OpenVINO engine beside it). A partition for a backend not shipped needs its CPU
+    fallback."""
+    kept = (["ethos-u"] if board.npu is not None else []) + (
+        [board.cpu_delegate] if board.cpu_delegate else [])
     stranded = [f"{p.name} partition {i} ({d.backend})"
                 for p, b in zip(paths, loaded, strict=True)
                 for i, d in enumerate(b.bundle.delegates or [])
@@ -194,6 +197,7 @@ dependencies = ["numpy>=2.1", "flatbuffers==25.12.19", "click>=8.1", "threadpool
 
 [project.optional-dependencies]
 xnnpack = ["ai-edge-litert==2.3.0"]  # the xnnpack backend runs only where it is installed
+openvino = ["openvino==2026.4.1"]  # the other engine of the xnnpack partitions, if chosen
 
 [project.scripts]
 nee-run = "runtime_py.cli:main"
