@@ -166,3 +166,16 @@ def test_the_compiled_model_computes_in_float32_with_the_programs_threads(tmp_pa
     assert compiled.get_property("INFERENCE_PRECISION_HINT") == ov.Type.f32
     assert compiled.get_property("INFERENCE_NUM_THREADS") == threads
     assert compiled.get_property("ENABLE_CPU_PINNING") is False
+
+
+def test_nee_run_switch_without_openvino_is_a_usage_error(tmp_path, monkeypatch) -> None:
+    from click.testing import CliRunner
+
+    import runtime_py.cli
+
+    _, _, _, path = _bundle(tmp_path, "mlp")
+    real = runtime_py.cli.importlib.util.find_spec
+    monkeypatch.setattr(runtime_py.cli.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "openvino" else real(name, *a))
+    done = CliRunner().invoke(runtime_py.cli.main, [str(path), "--random", "--openvino"])
+    assert done.exit_code == 2 and "pip install 'nee[openvino]'" in done.output
