@@ -15,7 +15,9 @@ paired run for run with NEE's numpy program, the median of the per-pair ratios).
 --xnnpack, NEE's XNNPACK delegate (the model exported for board rpi5, whose recipe names it;
 LiteRT runs the partitions) is timed too, paired with the numpy program run for run: its ms
 and numpy/xnnpack (> 1: the delegate faster); with --openvino, the same partitions run by
-OpenVINO (runtime_py/backends/openvino.py), likewise; with either and --executorch,
+OpenVINO (runtime_py/backends/openvino.py), likewise; with --fastest, run by whichever of the
+two was faster on each partition at load (runtime_py/backends/fastest.py; its choice is printed
+after the table), likewise; with any of them and --executorch,
 ET-xnnpack / NEE-best (NEE's fastest backend for the board, timed run for run beside
 ExecuTorch's XNNPACK delegate: the median of the per-pair ratios, >= 1: NEE as fast or faster).
 """
@@ -99,14 +101,19 @@ def executorch_ms(model, inputs, runs: int, threads: int, numpy_run,
 
 def _engine(name: str) -> object:
     """The backend running the rpi5 export's .tflite partitions for column ``name``: LiteRT
-    ("xnnpack", the registry's) or OpenVINO ("openvino", swapped in under that name)."""
-    if name == "openvino":
-        from runtime_py.backends.openvino import OpenVino
-
-        return OpenVino()
+    ("xnnpack", the registry's), OpenVINO ("openvino", swapped in under that name) or the
+    faster of the two per partition ("fastest")."""
     from runtime_py.backends.xnnpack import Xnnpack
 
-    return Xnnpack()
+    if name == "xnnpack":
+        return Xnnpack()
+    from runtime_py.backends.openvino import OpenVino
+
+    if name == "openvino":
+        return OpenVino()
+    from runtime_py.backends.fastest import Fastest
+
+    return Fastest([Xnnpack(), OpenVino()])
 
 
 def delegate_ms(model, inputs, name: str, folder: Path, program, runs: int, threads: int,
@@ -124,7 +131,10 @@ def delegate_ms(model, inputs, name: str, folder: Path, program, runs: int, thre
     arrays = [t.numpy() for t in inputs]
     row, best, fastest = {}, 1.0, None
     for engine in engines:
-        delegated = Program.load(path, {"xnnpack": _engine(engine)}, threads=threads)
+        backend = _engine(engine)
+        delegated = Program.load(path, {"xnnpack": backend}, threads=threads)
+        if engine == "fastest":
+            row["fastest_choice"] = backend.label
         run = lambda p=delegated: p.run(*arrays)  # noqa: E731
         row[f"{engine}_ms"], _, ratios = _paired_ms(run, lambda: program.run(*arrays), runs)
         row[f"numpy_over_{engine}"] = speedup = statistics.median(ratios)
@@ -206,6 +216,9 @@ def main() -> None:
     parser.add_argument("--openvino", action="store_true",
                         help="time the same partitions run by OpenVINO too (pip install "
                         "'nee[openvino]')")
+    parser.add_argument("--fastest", action="store_true",
+                        help="time the same partitions run by the faster of LiteRT and OpenVINO "
+                        "on each, chosen at load, too")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     models = args.models.split(",") if args.models else MODELS
@@ -216,7 +229,7 @@ def main() -> None:
         models = models if args.models else list(tier)
         if unknown := [m for m in models if m not in tier]:
             parser.error(f"--models: {', '.join(unknown)} not in the tier ({', '.join(tier)})")
-    engines = [e for e in ("xnnpack", "openvino") if getattr(args, e)]
+    engines = [e for e in ("xnnpack", "openvino", "fastest") if getattr(args, e)]
     if args.child:
         print(json.dumps(measure(models, args.runs, args.child, args.executorch, engines)))
         return
@@ -239,6 +252,9 @@ def main() -> None:
         if engines and args.executorch:
             line += f" {row['et_xnnpack_over_best']:19.2f}"
         print(line)
+    for row in rows:
+        if "fastest_choice" in row:
+            print(f"{row['model']} at {row['threads']} thread(s): {row['fastest_choice']}")
     if args.profile:
         _print_profile(max(rows, key=lambda r: r["ratio"]))
 

@@ -23,6 +23,10 @@ from runtime_py.verify import verify as verify_vectors
 
 VERIFY_FAILED = 3  # nee-run --verify: an output beyond the bundle's stored tolerance
 
+# --engine: what runs the XNNPACK partitions -> the packages it needs, and their pip extras
+ENGINES = {"litert": (), "openvino": ("openvino",), "fastest": ("ai_edge_litert", "openvino")}
+EXTRAS = {"ai_edge_litert": "xnnpack", "openvino": "openvino"}
+
 # --version on every NEE command: the package's and the bundle schema's versions.
 version_option = click.version_option(
     __version__, prog_name="nee", message=f"%(prog)s %(version)s, bundle schema {SCHEMA_VERSION}")
@@ -67,15 +71,16 @@ def _in_existing_folder(ctx: click.Context, param: click.Parameter,
 @click.option("--threads", type=click.IntRange(min=1),
               help="BLAS threads at most (default: the board recipe's, else 1); with more than "
                    "1 a run falls back to 1 thread while that is faster.")
-@click.option("--openvino", is_flag=True,
-              help="Run the XNNPACK delegate's float partitions with OpenVINO instead of LiteRT "
-                   "(pip install 'nee[openvino]').")
+@click.option("--engine", type=click.Choice(ENGINES), default="litert", show_default=True,
+              help="What runs the XNNPACK delegate's partitions: LiteRT, OpenVINO (float "
+                   "partitions; pip install 'nee[openvino]'), or the faster of the two on each "
+                   "partition, timed at load.")
 def main(bundle: str, inputs: tuple[str, ...], random_inputs: bool, output: str | None,
          profile: bool, repeat: int, no_segment_check: bool, verify: bool, method: str | None,
          prompt_ids: str | None, max_new_tokens: int, threads: int | None,
-         openvino: bool) -> None:
+         engine: str) -> None:
     """Run BUNDLE with numpy kernels and print its outputs."""
-    backends = _engine(openvino)
+    backends = _engine(engine)
     if prompt_ids is not None:
         if inputs or random_inputs or output or profile or verify:
             raise click.UsageError("--generate makes its own inputs: give no --input, "
@@ -117,15 +122,27 @@ def main(bundle: str, inputs: tuple[str, ...], random_inputs: bool, output: str 
             click.echo(format_partitions(program, timings))
 
 
-def _engine(openvino: bool) -> dict[str, Backend]:
-    """The backends replacing the registry's: OpenVINO for the XNNPACK partitions if asked."""
-    if not openvino:
+def _engine(engine: str) -> dict[str, Backend]:
+    """The backends replacing the registry's: the XNNPACK partitions' ``engine`` unless the
+    default (the registry's LiteRT)."""
+    if engine == "litert":
         return {}
-    if importlib.util.find_spec("openvino") is None:
-        raise click.UsageError("--openvino needs OpenVINO: pip install 'nee[openvino]'")
+    if importlib.util.find_spec("runtime_py.backends.openvino") is None:
+        raise click.UsageError(f"--engine {engine}: this runtime was built without the "
+                               "XNNPACK backend's engines (nee-build for a board whose recipe "
+                               "names cpu_delegate = \"xnnpack\")")
+    missing = [p for p in ENGINES[engine] if importlib.util.find_spec(p) is None]
+    if missing:
+        raise click.UsageError(f"--engine {engine} needs {' and '.join(missing)}: pip install "
+                               f"'nee[{','.join(EXTRAS[p] for p in missing)}]'")
     from runtime_py.backends.openvino import OpenVino
 
-    return {"xnnpack": OpenVino()}
+    if engine == "openvino":
+        return {"xnnpack": OpenVino()}
+    from runtime_py.backends.fastest import Fastest
+    from runtime_py.backends.xnnpack import Xnnpack
+
+    return {"xnnpack": Fastest([Xnnpack(), OpenVino()])}
 
 
 def _generate(bundle: str, prompt: str, max_new_tokens: int, method: str | None,

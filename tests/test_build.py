@@ -98,7 +98,7 @@ def test_a_cpu_delegate_boards_runtime_keeps_its_backend(tmp_path):
         info = wheel.read("runtime_py/build_info.py").decode()
         metadata = next(wheel.read(n).decode() for n in wheel.namelist()
                         if n.endswith("METADATA"))
-    assert names == {"__init__.py", "xnnpack.py", "openvino.py", "tflite_io.py"}
+    assert names == {"__init__.py", "xnnpack.py", "openvino.py", "fastest.py", "tflite_io.py"}
     assert "BACKENDS = ('xnnpack',)" in info
     assert "Provides-Extra: xnnpack" in metadata and "Provides-Extra: openvino" in metadata
 

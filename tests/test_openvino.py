@@ -119,13 +119,13 @@ def test_other_payload_formats_are_refused(tmp_path) -> None:
 
 
 def test_nee_run_switch(tmp_path) -> None:
-    """``nee-run --openvino`` runs the partitions with OpenVINO (its profile says so)."""
+    """``nee-run --engine openvino`` runs the partitions with OpenVINO (its profile says so)."""
     from click.testing import CliRunner
 
     from runtime_py.cli import main
 
     _, _, _, path = _bundle(tmp_path, "cnn")
-    done = CliRunner().invoke(main, [str(path), "--random", "--profile", "--openvino"])
+    done = CliRunner().invoke(main, [str(path), "--random", "--profile", "--engine", "openvino"])
     assert done.exit_code == 0, done.output
     assert "OpenVINO CPU" in done.output and "LiteRT" not in done.output
 
@@ -177,5 +177,7 @@ def test_nee_run_switch_without_openvino_is_a_usage_error(tmp_path, monkeypatch)
     real = runtime_py.cli.importlib.util.find_spec
     monkeypatch.setattr(runtime_py.cli.importlib.util, "find_spec",
                         lambda name, *a: None if name == "openvino" else real(name, *a))
-    done = CliRunner().invoke(runtime_py.cli.main, [str(path), "--random", "--openvino"])
-    assert done.exit_code == 2 and "pip install 'nee[openvino]'" in done.output
+    for engine in ("openvino", "fastest"):
+        done = CliRunner().invoke(runtime_py.cli.main,
+                                  [str(path), "--random", "--engine", engine])
+        assert done.exit_code == 2 and "pip install 'nee[openvino]'" in done.output

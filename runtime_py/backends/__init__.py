@@ -87,9 +87,11 @@ DELEGATE_BACKENDS = {"ethos-u": ("runtime_py.backends.ethos_u", "EthosU", None),
                      "xnnpack": ("runtime_py.backends.xnnpack", "Xnnpack", "ai_edge_litert")}
 
 # Modules serving only a delegate backend's partitions, beside its own: OpenVINO, the other
-# engine of the XNNPACK partitions (chosen at load, never named by a bundle), and the checks
-# both engines share. A pruned runtime without that backend drops them too (toolchain/build.py).
-COMPANIONS = {"xnnpack": ("runtime_py.backends.openvino", "runtime_py.backends.tflite_io")}
+# engine of the XNNPACK partitions (chosen at load, never named by a bundle), the race between
+# engines at load, and the checks both engines share. A pruned runtime without that backend
+# drops them too (toolchain/build.py).
+COMPANIONS = {"xnnpack": ("runtime_py.backends.openvino", "runtime_py.backends.fastest",
+                          "runtime_py.backends.tflite_io")}
 
 
 def _shipped() -> dict[str, Backend]:
