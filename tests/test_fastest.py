@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 import runtime_py.cli
-from runtime_py.backends import Cpu, Partition
+from runtime_py.backends import Cpu, Partition, fastest
 from runtime_py.backends.fastest import BLOCK, Fastest
 from runtime_py.errors import BundleError
 from runtime_py.kernels import Bound
@@ -67,11 +67,28 @@ def test_the_fastest_engine_runs_the_partition(tmp_path, slow_first: bool) -> No
         np.testing.assert_array_equal(g, want)
 
 
-def test_the_race_lasts_at_least_its_seconds(tmp_path) -> None:
+class _Clock:
+    """A perf_counter advancing ``step`` seconds at every reading."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 0.0, step
+
+    def perf_counter(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+@pytest.mark.parametrize(("step", "rounds"), [(0.001, None), (0.0, 7)])
+def test_the_race_lasts_its_seconds_up_to_a_most_of_rounds(tmp_path, monkeypatch, step,
+                                                           rounds) -> None:
+    """Past its least rounds the race goes on until ``seconds`` have passed (a clock at 1 ms a
+    reading: 17 readings a round, 0.1 s), but never past MAX_ROUNDS (a clock standing still)."""
     _, _, _, path = _bundle(tmp_path, "cnn")
-    a, b = _Delayed("a", 0.001), _Delayed("b", 0.0)
-    Program.load(path, {"xnnpack": Fastest([a, b], seconds=0.05, rounds=1)})
-    assert a.runs == b.runs >= 5 * BLOCK  # one round of both takes under 10 ms
+    monkeypatch.setattr(fastest, "time", _Clock(step))
+    monkeypatch.setattr(fastest, "MAX_ROUNDS", 7)
+    a, b = _Delayed("a", 0.0), _Delayed("b", 0.0)
+    Program.load(path, {"xnnpack": Fastest([a, b], seconds=0.1, rounds=1)})
+    assert a.runs == b.runs == BLOCK * (rounds or -(-100 // 17))
 
 
 def test_refusing_engines_are_left_out_and_all_refusing_is_an_error(tmp_path) -> None:
