@@ -7,6 +7,7 @@ import time
 
 import numpy as np
 import pytest
+import torch
 from click.testing import CliRunner
 
 import runtime_py.cli
@@ -16,7 +17,10 @@ from runtime_py.errors import BundleError
 from runtime_py.kernels import Bound
 from runtime_py.program import Program
 from tests.test_xnnpack import _bundle
+from toolchain.boards import load_board
+from toolchain.export import export
 from toolchain.quantize.options import Int8Options
+from toolchain.serialize.bundle import write_bundle
 
 pytest.importorskip("ai_edge_litert")
 
@@ -57,7 +61,7 @@ def test_the_fastest_engine_runs_the_partition(tmp_path, slow_first: bool) -> No
     slow, fast = _Delayed("slow", 0.003), _Delayed("fast", 0.0)
     race = Fastest([slow, fast] if slow_first else [fast, slow], seconds=0, rounds=3)
     program = Program.load(path, {"xnnpack": race})
-    (choice,) = race.choices.values()
+    (choice,) = race.choices
     assert choice.engine == "fast" and race.label.endswith(": fast")
     assert choice.seconds["slow"] >= 0.003 > choice.seconds["fast"]
     assert slow.runs == fast.runs == 3 * BLOCK
@@ -91,11 +95,45 @@ def test_the_race_lasts_its_seconds_up_to_a_most_of_rounds(tmp_path, monkeypatch
     assert a.runs == b.runs == BLOCK * (rounds or -(-100 // 17))
 
 
+class _TwoPartitions(torch.nn.Module):
+    """Two linear layers with a cumsum between them, which TFLite has no builtin for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.a, self.b = torch.nn.Linear(8, 8), torch.nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(torch.cumsum(self.a(x), dim=-1))
+
+
+class _FastOn(_Delayed):
+    """``_Delayed``: 2 ms a run on every partition but ``fast``."""
+
+    def __init__(self, label: str, fast: int) -> None:
+        super().__init__(label, 0.0)
+        self.fast = fast
+
+    def prepare(self, partition: Partition) -> Bound:
+        self.delay = 0.0 if partition.index == self.fast else 0.002
+        return super().prepare(partition)
+
+
+def test_each_partition_gets_its_own_fastest_engine(tmp_path) -> None:
+    path = tmp_path / "two.nee"
+    write_bundle(export(_TwoPartitions(), (torch.randn(2, 8),), board=load_board("rpi5")), path)
+    race = Fastest([_FastOn("one", 1), _FastOn("zero", 0)], seconds=0, rounds=2)
+    program = Program.load(path, {"xnnpack": race})
+    assert len(program.partitions) == 2
+    assert [(c.partition, c.engine) for c in race.choices] == [(0, "zero"), (1, "one")]
+    assert race.label.endswith(": partition 0 zero, partition 1 one")
+
+
 def test_refusing_engines_are_left_out_and_all_refusing_is_an_error(tmp_path) -> None:
     _, _, _, path = _bundle(tmp_path, "cnn")
     race = Fastest([_Delayed("no", None), _Delayed("yes", 0.0)])
     _outputs(path, race)
-    (choice,) = race.choices.values()
+    (choice,) = race.choices
     assert choice.engine == "yes" and choice.seconds == {} and "no" in choice.refused
     with pytest.raises(BundleError, match=r"partition 0 \(xnnpack\): expected an engine that "
                        r"runs it \(of 2\), found a: .*; b: .*"):
@@ -119,12 +157,12 @@ def test_litert_and_openvino_race_and_int8_goes_to_litert(tmp_path) -> None:
     race = Fastest([Xnnpack(), OpenVino()])
     for g, want in zip(_outputs(path, race), _outputs(path, Cpu()), strict=True):
         np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-6)
-    (choice,) = race.choices.values()
+    (choice,) = race.choices
     assert set(choice.seconds) == {Xnnpack.label, OpenVino.label} and not choice.refused
     _, _, _, int8 = _bundle(tmp_path, "cnn", quantize=Int8Options(calibration=[inputs]))
     race = Fastest([Xnnpack(), OpenVino()])
     Program.load(int8, {"xnnpack": race})
-    (choice,) = race.choices.values()
+    (choice,) = race.choices
     assert choice.engine == Xnnpack.label and set(choice.refused) == {OpenVino.label}
 
 

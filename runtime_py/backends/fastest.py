@@ -34,9 +34,11 @@ MAX_ROUNDS = 2000  # a race ends after this many rounds, however short they are
 
 @dataclass(frozen=True)
 class Choice:
-    """The engine a partition runs on, each raced engine's median time (seconds; none if only
-    one engine took the partition) and the reasons of those that refused it."""
+    """The engine partition ``partition`` (of one method) runs on, each raced engine's median
+    time (seconds; none if only one engine took the partition) and the reasons of those that
+    refused it."""
 
+    partition: int
     engine: str
     seconds: dict[str, float]
     refused: dict[str, str]
@@ -52,7 +54,7 @@ class Fastest:
             raise ValueError(f"engines {labels}, rounds {rounds}: expected at least one engine, "
                              "distinct labels and at least one round")
         self.engines, self.seconds, self.rounds = list(engines), seconds, rounds
-        self.choices: dict[int, Choice] = {}
+        self.choices: list[Choice] = []  # in the order partitions were prepared
 
     @property
     def label(self) -> str:
@@ -60,11 +62,11 @@ class Fastest:
         raced = f"fastest of {', '.join(e.label for e in self.engines)} at load"
         if not self.choices:
             return raced
-        chosen = {c.engine for c in self.choices.values()}
+        chosen = {c.engine for c in self.choices}
         if len(chosen) == 1:
             return f"{raced}: {chosen.pop()}"
-        return f"{raced}: " + ", ".join(f"partition {index} {c.engine}"
-                                        for index, c in sorted(self.choices.items()))
+        return f"{raced}: " + ", ".join(f"partition {c.partition} {c.engine}"
+                                        for c in self.choices)
 
     def prepare(self, partition: Partition) -> Bound:
         """Each engine's closure for ``partition``, raced; the fastest one's."""
@@ -81,7 +83,7 @@ class Fastest:
                               "fix the first engine's error, or install another engine")
         seconds = _race(runs, self.seconds, self.rounds) if len(runs) > 1 else {}
         engine = min(seconds, key=seconds.__getitem__) if seconds else next(iter(runs))
-        self.choices[partition.index] = Choice(engine, seconds, refused)
+        self.choices.append(Choice(partition.index, engine, seconds, refused))
         return runs[engine]
 
 
