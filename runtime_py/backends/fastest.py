@@ -10,7 +10,9 @@ rounds and ``seconds`` in all. The one with the lowest median runs the partition
 are dropped. An engine that refuses the partition (a BundleError: OpenVINO refuses int8
 partitions) is left out of the race; the partition is refused only if every engine refuses
 it, with every engine's reason. The choice is made once, at load, on the arena's current
-values: a run then only calls the chosen closure. ``Program.load(path, {"xnnpack":
+values: a run then only calls the chosen closure. While a partition is raced every engine holds
+its own copy of the model (each checked against ``max_arena_bytes`` alone): the load's peak
+memory is their sum. ``Program.load(path, {"xnnpack":
 Fastest([Xnnpack(), OpenVino()])})``, ``nee-run --engine fastest``.
 """
 
