@@ -4,11 +4,12 @@ Usage: python bench/channels_last.py [--runs 400]
 
 One mobilenet_v2 block (1x1 expand, relu6, 3x3 depthwise, relu6, 1x1 project) per shape, written
 in numpy by hand over NHWC maps, against NEE's NCHW program of the same block exported from torch,
-run alternately (1 thread). By hand: the 1x1 convolutions are (positions, C) @ (C, C') products,
-their bias added over rows of W x C values as a row tiled once; the depthwise convolution runs
-per tap over a padded buffer split into column phases (each tap a view of rows of W x C values),
-times the tap's weights tiled W times. Checks the hand-written block against torch first.
-Prints per shape the median per-pair ratio by hand / NEE (< 1: channels-last faster).
+run alternately (1 thread, ``latency._paired_ms``). By hand: the 1x1 convolutions are
+(positions, C) @ (C, C') products, their bias added over rows of W x C values as a row tiled
+once; the depthwise convolution runs per tap over a padded buffer split into column phases (each
+tap a view of rows of W x C values), times the tap's weights tiled W times. Checks the
+hand-written block against torch first. Prints per shape the median per-pair ratio by hand / NEE
+(< 1: channels-last faster).
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import argparse
 import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,7 +26,9 @@ import torch
 from torch import nn
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+
+from latency import _paired_ms  # noqa: E402
 
 from runtime_py.program import Program  # noqa: E402
 from toolchain.export import export  # noqa: E402
@@ -105,22 +107,10 @@ def compare(shape: tuple[int, ...], runs: int, folder: Path) -> str:
     ho = want.shape[-1]
     np.testing.assert_allclose(hand().reshape(ho, ho, cout).transpose(2, 0, 1), want,
                                rtol=1e-4, atol=1e-4)
-    calls = {"nee": lambda: program.run(arrays), "hand": hand}
-    for _ in range(20):
-        for call in calls.values():
-            call()
-    pairs = []
-    for k in range(runs):
-        took = {}
-        for name in (("nee", "hand") if k % 2 else ("hand", "nee")):
-            start = time.perf_counter()
-            calls[name]()
-            took[name] = time.perf_counter() - start
-        pairs.append(took)
-    ratio = statistics.median(p["hand"] / p["nee"] for p in pairs)
-    ms = {name: statistics.median(p[name] for p in pairs) * 1e6 for name in calls}
+    nee_ms, hand_ms, ratios = _paired_ms(lambda: program.run(arrays), hand, runs)
     return (f"{cin:3d} -> {ce:3d} -> {cout:3d} over {hw:2d} x {hw:2d}, stride {stride}: "
-            f"by hand / NEE {ratio:.3f} (NEE {ms['nee']:.0f} us, by hand {ms['hand']:.0f} us)")
+            f"by hand / NEE {statistics.median(ratios):.3f} (NEE {nee_ms * 1e3:.0f} us, "
+            f"by hand {hand_ms * 1e3:.0f} us)")
 
 
 def main() -> None:

@@ -99,28 +99,12 @@ def executorch_ms(model, inputs, runs: int, threads: int, numpy_run,
     return times
 
 
-def _engine(name: str) -> object:
-    """The backend running the rpi5 export's .tflite partitions for column ``name``: LiteRT
-    ("xnnpack", the registry's), OpenVINO ("openvino", swapped in under that name) or the
-    faster of the two per partition ("fastest")."""
-    from runtime_py.backends.xnnpack import Xnnpack
-
-    if name == "xnnpack":
-        return Xnnpack()
-    from runtime_py.backends.openvino import OpenVino
-
-    if name == "openvino":
-        return OpenVino()
-    from runtime_py.backends.fastest import Fastest
-
-    return Fastest([Xnnpack(), OpenVino()])
-
-
 def delegate_ms(model, inputs, name: str, folder: Path, program, runs: int, threads: int,
                 engines: list[str]) -> tuple[dict[str, float], object]:
     """NEE with the CPU delegate (board rpi5) run by each of ``engines`` ("xnnpack": LiteRT,
     "openvino"), each paired with ``program`` (numpy); and a call running the fastest of them
     if it is faster than numpy, else None."""
+    from runtime_py.backends import xnnpack_engine
     from runtime_py.program import Program
     from toolchain.boards import load_board
     from toolchain.export import export
@@ -131,7 +115,7 @@ def delegate_ms(model, inputs, name: str, folder: Path, program, runs: int, thre
     arrays = [t.numpy() for t in inputs]
     row, best, fastest = {}, 1.0, None
     for engine in engines:
-        backend = _engine(engine)
+        backend = xnnpack_engine("litert" if engine == "xnnpack" else engine)
         delegated = Program.load(path, {"xnnpack": backend}, threads=threads)
         if engine == "fastest":
             row["fastest_choice"] = backend.label

@@ -14,7 +14,7 @@ import click
 import numpy as np
 
 from runtime_py import __version__
-from runtime_py.backends import Backend
+from runtime_py.backends import XNNPACK_ENGINES, Backend, xnnpack_engine
 from runtime_py.errors import InputError, NeeError
 from runtime_py.format import DELEGATE_CALL, SCHEMA_VERSION
 from runtime_py.generate import GenerationStats, generate
@@ -23,8 +23,8 @@ from runtime_py.verify import verify as verify_vectors
 
 VERIFY_FAILED = 3  # nee-run --verify: an output beyond the bundle's stored tolerance
 
-# --engine: what runs the XNNPACK partitions -> the packages it needs, and their pip extras
-ENGINES = {"litert": (), "openvino": ("openvino",), "fastest": ("ai_edge_litert", "openvino")}
+# --engine (XNNPACK_ENGINES) -> the packages it needs beside the default's, and their pip extras
+NEEDS = {"litert": (), "openvino": ("openvino",), "fastest": ("ai_edge_litert", "openvino")}
 EXTRAS = {"ai_edge_litert": "xnnpack", "openvino": "openvino"}
 
 # --version on every NEE command: the package's and the bundle schema's versions.
@@ -71,7 +71,7 @@ def _in_existing_folder(ctx: click.Context, param: click.Parameter,
 @click.option("--threads", type=click.IntRange(min=1),
               help="BLAS threads at most (default: the board recipe's, else 1); with more than "
                    "1 a run falls back to 1 thread while that is faster.")
-@click.option("--engine", type=click.Choice(ENGINES), default="litert", show_default=True,
+@click.option("--engine", type=click.Choice(XNNPACK_ENGINES), default="litert", show_default=True,
               help="What runs the XNNPACK delegate's partitions: LiteRT, OpenVINO (float "
                    "partitions; pip install 'nee[openvino]'), or the faster of the two on each "
                    "partition, timed at load.")
@@ -131,18 +131,11 @@ def _engine(engine: str) -> dict[str, Backend]:
         raise click.UsageError(f"--engine {engine}: this runtime was built without the "
                                "XNNPACK backend's engines (nee-build for a board whose recipe "
                                "names cpu_delegate = \"xnnpack\")")
-    missing = [p for p in ENGINES[engine] if importlib.util.find_spec(p) is None]
+    missing = [p for p in NEEDS[engine] if importlib.util.find_spec(p) is None]
     if missing:
         raise click.UsageError(f"--engine {engine} needs {' and '.join(missing)}: pip install "
                                f"'nee[{','.join(EXTRAS[p] for p in missing)}]'")
-    from runtime_py.backends.openvino import OpenVino
-
-    if engine == "openvino":
-        return {"xnnpack": OpenVino()}
-    from runtime_py.backends.fastest import Fastest
-    from runtime_py.backends.xnnpack import Xnnpack
-
-    return {"xnnpack": Fastest([Xnnpack(), OpenVino()])}
+    return {"xnnpack": xnnpack_engine(engine)}
 
 
 def _generate(bundle: str, prompt: str, max_new_tokens: int, method: str | None,

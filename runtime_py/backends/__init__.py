@@ -93,6 +93,28 @@ DELEGATE_BACKENDS = {"ethos-u": ("runtime_py.backends.ethos_u", "EthosU", None),
 COMPANIONS = {"xnnpack": ("runtime_py.backends.openvino", "runtime_py.backends.fastest",
                           "runtime_py.backends.tflite_io")}
 
+# What can run the XNNPACK delegate's partitions (``xnnpack_engine``, ``nee-run --engine``).
+XNNPACK_ENGINES = ("litert", "openvino", "fastest")
+
+
+def xnnpack_engine(name: str) -> Backend:
+    """The engine ``name`` of XNNPACK_ENGINES for the XNNPACK delegate's partitions: LiteRT,
+    OpenVINO, or the faster of the two on each partition, raced at load. Imports only the
+    modules it needs (ValueError for another name)."""
+    if name not in XNNPACK_ENGINES:
+        raise ValueError(f"engine {name!r}: expected one of {', '.join(XNNPACK_ENGINES)}")
+    from runtime_py.backends.xnnpack import Xnnpack
+
+    if name == "litert":
+        return Xnnpack()
+    from runtime_py.backends.openvino import OpenVino
+
+    if name == "openvino":
+        return OpenVino()
+    from runtime_py.backends.fastest import Fastest
+
+    return Fastest([Xnnpack(), OpenVino()])
+
 
 def _shipped() -> dict[str, Backend]:
     """The CPU backend and the delegate backends this runtime ships (all, or those a board's
