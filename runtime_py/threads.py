@@ -16,6 +16,7 @@ loaded; ``threadpoolctl.threadpool_limits`` sets it for other code).
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -56,13 +57,22 @@ class Fixed:
 class Governor:
     """1 or ``most`` threads per run, whichever has run faster lately.
 
-    Runs use the current choice; every ``interval`` runs one run probes the other count. A probe
-    at least ``MARGIN`` faster than the choice's recent average (an exponential average of its
-    run times) makes it the choice; otherwise the interval doubles, up to ``LONGEST`` runs, so a
-    count that stays slower costs at most one run in ``LONGEST``."""
+    Runs use the current choice; every ``interval`` runs a probe of ``PROBE`` runs tries the
+    other count. The run right after a change of count is not timed: OpenBLAS's threads start
+    or wind down in it (here the first 1-thread run of cnn after 2-thread runs took 1.46x the
+    later ones, and single-run probes kept 2 threads that ran 1.5x slower than 1). A probe
+    whose timed runs' median is at least ``MARGIN`` faster than the choice's recent average
+    (an exponential average of its run times) makes it the choice; otherwise the interval
+    doubles, up to ``LONGEST`` runs, so a count that stays slower costs at most ``PROBE`` runs
+    in ``LONGEST``. A probe run (settling or not) over ``LOST`` times the choice's average ends
+    the probe at once: on a loaded device the other count can be 10-30x slower, and its probe
+    then costs one run. (The settling run took 1.1-1.5x, under load up to 3x, the later
+    ones.)"""
 
     FIRST, LONGEST = 8, 256  # runs between probes: after a switch, and at most
+    PROBE = 4  # runs per probe: the first settles, the median of the other three counts
     MARGIN = 0.9  # a probe must take at most this share of the choice's average time
+    LOST = 3.0  # a probe run over this many times the choice's average ends the probe
     WEIGHT = 0.25  # of the newest run time in the choice's average
 
     def __init__(self, most: int) -> None:
@@ -70,6 +80,8 @@ class Governor:
         self.choice = most
         self.average = math.inf  # the choice's recent run time (s)
         self.interval = self.countdown = self.FIRST
+        self.last = 0  # the previous run's thread count (0: none yet)
+        self.probe: list[float] = []  # the current probe's timed runs (s)
 
     def threads(self) -> int:
         """The thread count for the next run."""
@@ -88,14 +100,23 @@ class Governor:
 
     def record(self, threads: int, seconds: float) -> None:
         """Learn from a run that used ``threads`` and took ``seconds``."""
+        settling, self.last = threads != self.last, threads
         if threads == self.choice:
-            self.average = seconds if math.isinf(self.average) else (
-                self.average + self.WEIGHT * (seconds - self.average))
+            if not settling:
+                self.average = seconds if math.isinf(self.average) else (
+                    self.average + self.WEIGHT * (seconds - self.average))
             return
-        if seconds < self.MARGIN * self.average:
-            self.choice, self.average, self.interval = threads, seconds, self.FIRST
+        if not settling:
+            self.probe.append(seconds)
+        lost = seconds > self.LOST * self.average
+        if len(self.probe) < self.PROBE - 1 and not lost:
+            return
+        probed = math.inf if lost else statistics.median(self.probe)
+        if probed < self.MARGIN * self.average:
+            self.choice, self.average, self.interval = threads, probed, self.FIRST
         else:
             self.interval = min(2 * self.interval, self.LONGEST)
+        self.probe.clear()
         self.countdown = self.interval
 
 
