@@ -57,20 +57,19 @@ class Fixed:
 class Governor:
     """1 or ``most`` threads per run, whichever has run faster lately.
 
-    Runs use the current choice; every ``interval`` runs a probe of ``PROBE`` runs tries the
-    other count. The run right after a change of count is not timed: OpenBLAS's threads start
-    or wind down in it (here the first 1-thread run of cnn after 2-thread runs took 1.46x the
-    later ones, and single-run probes kept 2 threads that ran 1.5x slower than 1). A probe
-    whose timed runs' median is at least ``MARGIN`` faster than the choice's recent average
-    (an exponential average of its run times) makes it the choice; otherwise the interval
-    doubles, up to ``LONGEST`` runs, so a count that stays slower costs at most ``PROBE`` runs
-    in ``LONGEST``. A probe run (settling or not) over ``LOST`` times the choice's average ends
-    the probe at once: on a loaded device the other count can be 10-30x slower, and its probe
-    then costs one run. (The settling run took 1.1-1.5x, under load up to 3x, the later
-    ones.)"""
+    Runs use the current choice; every ``interval`` runs a probe of up to ``PROBE`` runs tries
+    the other count. The first run after a change of count is not timed: OpenBLAS's threads
+    start or wind down in it (cnn's first 1-thread run after 2-thread runs took 1.46x the later
+    ones here; timed, it kept 2 threads that ran 1.5x slower than 1). The other runs decide by
+    their median, and the probe ends once that is decided (two of three on one side): at most
+    ``MARGIN`` of the choice's recent average (an exponential average of its run times) makes
+    the probed count the choice; otherwise the interval doubles, up to ``LONGEST`` runs. A timed
+    run not faster than that average ends the probe (lost), and so does any probe run over
+    ``LOST`` times it: a slower count costs two runs per probe, one if 10-30x slower (under
+    load)."""
 
     FIRST, LONGEST = 8, 256  # runs between probes: after a switch, and at most
-    PROBE = 4  # runs per probe: the first settles, the median of the other three counts
+    PROBE = 4  # runs per probe at most: the first settles, the median of the other three counts
     MARGIN = 0.9  # a probe must take at most this share of the choice's average time
     LOST = 3.0  # a probe run over this many times the choice's average ends the probe
     WEIGHT = 0.25  # of the newest run time in the choice's average
@@ -108,14 +107,17 @@ class Governor:
             return
         if not settling:
             self.probe.append(seconds)
-        lost = seconds > self.LOST * self.average
-        if len(self.probe) < self.PROBE - 1 and not lost:
-            return
-        probed = math.inf if lost else statistics.median(self.probe)
-        if probed < self.MARGIN * self.average:
-            self.choice, self.average, self.interval = threads, probed, self.FIRST
-        else:
+        bar, majority = self.MARGIN * self.average, self.PROBE // 2  # of PROBE - 1 timed runs
+        faster = sum(t < bar for t in self.probe)
+        lost = (seconds > self.LOST * self.average or len(self.probe) - faster >= majority
+                or (not settling and seconds >= self.average))
+        if faster >= majority:
+            self.choice, self.average, self.interval = threads, statistics.median(self.probe), \
+                self.FIRST
+        elif lost:
             self.interval = min(2 * self.interval, self.LONGEST)
+        else:
+            return
         self.probe.clear()
         self.countdown = self.interval
 

@@ -21,13 +21,13 @@ from toolchain.serialize.bundle import write_bundle
 def _drive(governor: Governor, seconds: dict[int, float], runs: int,
            settling: float = 0.0, spikes: frozenset[int] = frozenset()) -> list[int]:
     """The thread counts of ``runs`` runs that take ``seconds[threads]``, plus ``settling``
-    where the count changed from the run before, times 1.8 for the runs numbered in
+    where the count changed from the run before, times 1.4 for the runs numbered in
     ``spikes``."""
     used: list[int] = []
     for i in range(runs):
         threads = governor.threads()
         changed = bool(used) and used[-1] != threads
-        took = (seconds[threads] + settling * changed) * (1.8 if i in spikes else 1)
+        took = (seconds[threads] + settling * changed) * (1.4 if i in spikes else 1)
         governor.record(threads, took)
         used.append(threads)
     return used
@@ -44,8 +44,9 @@ def test_the_governor_keeps_the_faster_count_and_probes_ever_less() -> None:
     assert governor.choice == 4
     probes = _probes(used, 1)
     assert probes[0] == Governor.FIRST - 1 and len(probes) <= 12  # 8, 16, ... up to 256 apart
-    assert all(used[i:i + Governor.PROBE] == [1] * Governor.PROBE for i in probes[:-1])
-    assert used[-Governor.LONGEST:].count(1) <= Governor.PROBE
+    # each probe: a settling run, then a timed run slower than 4 threads' average ends it
+    assert all(used[i:i + 3] == [1, 1, 4] for i in probes[:-1])
+    assert used[-Governor.LONGEST:].count(1) <= 2
 
 
 def test_the_governor_falls_back_under_load_and_returns_when_it_is_gone() -> None:
@@ -70,7 +71,7 @@ def test_the_run_after_a_change_of_count_is_not_timed() -> None:
 
 
 def test_one_slow_probe_run_does_not_decide() -> None:
-    """A probe counts the median of its timed runs: one run slowed 1.8x by a neighbour does not
+    """A probe counts the median of its timed runs: one run slowed 1.4x by a neighbour does not
     hide a faster count, and one run sped up would not pick a slower one (no run is faster)."""
     governor = Governor(2)
     probe = frozenset({Governor.FIRST - 1, Governor.FIRST})  # its settling run and first timed
@@ -79,6 +80,19 @@ def test_one_slow_probe_run_does_not_decide() -> None:
     governor = Governor(2)
     _drive(governor, {2: 1.0, 1: 1.05}, 500, settling=0.5)
     assert governor.choice == 2
+
+
+def test_a_probe_ends_once_its_median_is_decided() -> None:
+    """Two of three timed runs on one side of the bar decide the median: the third is not run.
+    Run 7 settles; runs 8 and 9 are slower than the bar (0.9 of 2 threads' average) but not
+    than the average, and run 10 is back at 2 threads (lost); or they are faster, and 1 thread
+    is the choice from run 10 (won)."""
+    governor = Governor(2)
+    used = _drive(governor, {2: 1.0, 1: 0.95}, 12)
+    assert used[7:10] == [1, 1, 1] and used[10] == 2
+    governor = Governor(2)
+    used = _drive(governor, {2: 1.0, 1: 0.5}, 12)
+    assert used[7:12] == [1] * 5 and governor.choice == 1
 
 
 def test_a_far_slower_count_costs_one_run_a_probe() -> None:
