@@ -127,6 +127,9 @@ class Program:
         self._numpy.run(configure_numpy)
         # BLAS threads (and a delegate's): the caller's, else the board recipe's, else 1
         self.thread_policy: Fixed | Governor = policy(threads or bundle.threads or 1)
+        # What a backend times at load (``Fastest``'s race) runs at the program's count, not at
+        # whatever count the process's last program left.
+        set_blas_threads(self.thread_policy.most)
         self.calls = self._numpy.run(lambda: [self._bind(node) for node in bundle.nodes or []])
         self._execute_all = functools.partial(self._numpy.run, self._execute)
         self._busy = shared.busy

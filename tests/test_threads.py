@@ -3,16 +3,20 @@ count a program sets, and where it comes from (argument, board recipe, default 1
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 from threadpoolctl import threadpool_info
 
+from runtime_py.backends import Cpu, Partition
 from runtime_py.cli import main as run_main
 from runtime_py.errors import BundleError, InputError
+from runtime_py.kernels import Bound, run_all
 from runtime_py.loader import load_bundle
 from runtime_py.program import Program
 from runtime_py.threads import Fixed, Governor, policy
 from tests.test_loader_errors import _repack
+from tests.test_xnnpack import _bundle as _xnnpack_bundle
 from toolchain.boards import load_board
 from toolchain.export import export
 from toolchain.serialize.bundle import write_bundle
@@ -126,6 +130,34 @@ def test_a_run_sets_the_programs_blas_threads(exported) -> None:
     assert _blas_threads() == 1 and isinstance(program.thread_policy, Fixed)
     with pytest.raises(InputError, match="at least 1"):
         Program.load(ex.path, threads=0)
+
+
+class _Recorder:
+    """A backend noting the BLAS threads set while it prepares (and times) a partition."""
+
+    label = "recorder"
+
+    def __init__(self) -> None:
+        self.threads: list[int] = []
+
+    def prepare(self, partition: Partition) -> Bound:
+        self.threads.append(_blas_threads())
+        return run_all(*partition.reference())
+
+
+def test_a_load_runs_at_the_programs_thread_count(tmp_path) -> None:
+    """A race between engines at load times them at the program's count: a program of the
+    board's 4 threads loaded after, not the count the process's last program left."""
+    *_, path = _xnnpack_bundle(tmp_path, "mlp")
+    recorder = _Recorder()
+    Program.load(path, {"xnnpack": Cpu()}).run(*_zeros(path))  # the board's 4 threads
+    Program.load(path, {"xnnpack": recorder}, threads=1)
+    Program.load(path, {"xnnpack": recorder}, threads=2)
+    assert recorder.threads == [1, 2]
+
+
+def _zeros(path) -> list[np.ndarray]:
+    return [np.zeros(s.shape, s.dtype) for s in Program.load(path, {"xnnpack": Cpu()}).inputs]
 
 
 def test_the_board_recipes_threads_are_the_default(tmp_path) -> None:

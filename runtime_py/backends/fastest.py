@@ -6,7 +6,8 @@ the small models 1.1-3.5x faster than OpenVINO (README, "XNNPACK CPU delegate").
 prepares each partition with every one of its engines and times them at load, in turns: BLOCK
 runs of one engine at a time (the first of each untimed: it pays for the other engine's
 threads, which may still be spinning), the engines' order alternating, for at least ``rounds``
-rounds and ``seconds`` in all. The one with the lowest median runs the partition; the others
+rounds and ``seconds`` in all, at the program's thread count (``Program`` sets it before
+binding). The one with the lowest median runs the partition; the others
 are dropped. An engine that refuses the partition (a BundleError: OpenVINO refuses int8
 partitions) is left out of the race; the partition is refused only if every engine refuses
 it, with every engine's reason. The choice is made once, at load, on the arena's current
