@@ -76,7 +76,7 @@ def test_the_run_after_a_change_of_count_is_not_timed() -> None:
 
 def test_one_slow_probe_run_does_not_decide() -> None:
     """A probe counts the median of its timed runs: one run slowed 1.4x by a neighbour does not
-    hide a faster count, and one run sped up would not pick a slower one (no run is faster)."""
+    hide a faster count; and a count 5% slower is never picked."""
     governor = Governor(2)
     probe = frozenset({Governor.FIRST - 1, Governor.FIRST})  # its settling run and first timed
     used = _drive(governor, {2: 1.5, 1: 1.0}, 40, spikes=probe)
@@ -102,14 +102,14 @@ def test_a_probe_ends_once_its_median_is_decided() -> None:
 def test_a_far_slower_count_costs_one_run_a_probe() -> None:
     """Under load the other count can be 10-30x slower: its probe ends at its first run, even
     though that run settles."""
-    governor = Governor(2)
+    governor = Governor(2)  # 1 thread is faster: it becomes the choice, 2 threads the probes
     used = _drive(governor, {2: 30.0, 1: 1.0}, 300)
-    governor = Governor(2)
-    _drive(governor, {2: 1.0, 1: 30.0}, 20)
-    assert governor.choice == 2 and governor.probe == []
-    assert governor.interval == 2 * Governor.FIRST  # one probe, lost at its first run
     starts = _probes(used[100:], 2)
     assert starts and all(used[100 + i:100 + i + 2] == [2, 1] for i in starts)
+    governor = Governor(2)  # 2 threads stay; the first probe of 1 thread is lost at once
+    _drive(governor, {2: 1.0, 1: 30.0}, 20)
+    assert governor.choice == 2 and governor.probe == []
+    assert governor.interval == 2 * Governor.FIRST
 
 
 def test_one_thread_is_not_governed() -> None:
@@ -146,8 +146,8 @@ class _Recorder:
 
 
 def test_a_load_runs_at_the_programs_thread_count(tmp_path) -> None:
-    """A race between engines at load times them at the program's count: a program of the
-    board's 4 threads loaded after, not the count the process's last program left."""
+    """A race between engines at load times them at the loading program's count, not at the
+    count the process's last program left (here the board recipe's 4)."""
     *_, path = _xnnpack_bundle(tmp_path, "mlp")
     recorder = _Recorder()
     Program.load(path, {"xnnpack": Cpu()}).run(*_zeros(path))  # the board's 4 threads
