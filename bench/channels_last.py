@@ -7,9 +7,9 @@ in numpy by hand over NHWC maps, against NEE's NCHW program of the same block ex
 run alternately (1 thread, ``latency._paired_ms``). By hand: the 1x1 convolutions are
 (positions, C) @ (C, C') products, their bias added over rows of W x C values as a row tiled
 once; the depthwise convolution runs per tap over a padded buffer split into column phases (each
-tap a view of rows of W x C values), times the tap's weights tiled W times. Checks the
-hand-written block against torch first. Prints per shape the median per-pair ratio by hand / NEE
-(< 1: channels-last faster).
+tap a view of rows of W x C values), times the tap's weights tiled W times (the kernels'
+``nn.tap_mac``). Checks the hand-written block against torch first. Prints per shape the median
+per-pair ratio by hand / NEE (< 1: channels-last faster).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from latency import _paired_ms  # noqa: E402
 
+from runtime_py.kernels.nn import tap_mac  # noqa: E402
 from runtime_py.program import Program  # noqa: E402
 from toolchain.export import export  # noqa: E402
 from toolchain.serialize.bundle import write_bundle  # noqa: E402
@@ -75,17 +76,17 @@ def by_hand(block: Block, x: np.ndarray, stride: int) -> Callable[[], np.ndarray
     bias_e, bias_d = np.tile(w["e.bias"], hw), np.tile(w["d.bias"], ho)
     bias_p = np.tile(w["p.bias"], ho)
 
+    def fill() -> None:
+        for dst, src in fills:
+            dst[...] = src
+
+    depthwise = tap_mac(fill, [t for t, _ in taps], [wt for _, wt in taps], acc, prod)
+
     def run() -> np.ndarray:
         np.matmul(xin, we, expanded.reshape(hw * hw, ce))
         np.add(rows_e, bias_e, rows_e)
         np.clip(rows_e, LOW, HIGH, rows_e)
-        for dst, src in fills:
-            dst[...] = src
-        (first, w0), *rest = taps
-        np.multiply(first, w0, acc)
-        for tap, wt in rest:
-            np.multiply(tap, wt, prod)
-            np.add(acc, prod, acc)
+        depthwise()
         np.add(acc, bias_d, acc)
         np.clip(acc, LOW, HIGH, acc)
         np.matmul(acc.reshape(ho * ho, ce), wp, out)
