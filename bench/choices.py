@@ -1,7 +1,8 @@
 """What one kernel choice buys in a whole model: the model run with it on and off.
 
 Usage: python bench/choices.py [--choice einsum|columns|conv-rows|flat-columns|pair-casts|
-       prefetch|dense-depthwise|channels-last-bias|small-kernel] [--models convnext,cnn,...]
+       prefetch|dense-depthwise|shifted-depthwise|channels-last-bias|small-kernel]
+       [--models convnext,cnn,...]
        [--runs 60] [--rounds 4] [--int8]
 
 Kernels choose their algorithm when a program is loaded (``Kernel.prepared``), and the scratch
@@ -13,13 +14,15 @@ over few positions never in row blocks; ``flat-columns``: stride-1 convolutions'
 and int8) always from the input padded in 2-D; ``pair-casts``: stride-2 gathers (phase planes,
 im2col columns) always as strided copies; ``prefetch``: no convolution's weight streamed
 into the caches before its product; ``dense-depthwise``: no depthwise convolution as one
-``einsum`` over a dense matrix of its weights; ``channels-last-bias``: those two depthwise
-paths add their bias while copying to out, not to their channels-last accumulator;
-``small-kernel``: every block rule of OpenBLAS's small-matrix kernel, linear row blocks
-included, as on a BLAS with that kernel (on) and without (off). ``columns`` and
-``conv-rows`` are timed as if the BLAS had that kernel on both sides (the runtime makes no
-blocks where it lacks it). ``--int8`` quantizes the models (calibrated on their
-example inputs). Both programs run alternately in this process, which of them goes first
+``einsum`` over a dense matrix of its weights; ``shifted-depthwise``: stride-1 depthwise
+convolutions over many positions per tap as a multiply and an add per tap over phase planes,
+never one ``einsum`` per channel block over column-shifted copies; ``channels-last-bias``: the
+channels-last and dense depthwise paths add their bias while copying to out, not to their
+channels-last accumulator; ``small-kernel``: every block rule of OpenBLAS's small-matrix
+kernel, linear row blocks included, as on a BLAS with that kernel (on) and without (off).
+``columns`` and ``conv-rows`` are timed as if the BLAS had that kernel on both sides (the
+runtime makes no blocks where it lacks it). ``--int8`` quantizes the models (calibrated on
+their example inputs). Both programs run alternately in this process, which of them goes first
 swapping every pair, on the same inputs. The program loaded second ran 0.5-3.5% faster than
 the first in A/A runs (the same bundle twice, mobilenet_v2 and mobilenet_v3_small), so each
 round loads both afresh, in turns on first and off first. Prints the geometric mean of the rounds'
@@ -55,6 +58,7 @@ SWITCHES = {"einsum": [(nn, "EINSUM_POSITIONS", 0)],
             "pair-casts": [(_common, "PAIR_CASTS", False)],
             "prefetch": [(nn, "PREFETCH_BYTES", 0)],
             "dense-depthwise": [(nn, "DENSE_DEPTHWISE", False)],
+            "shifted-depthwise": [(nn, "SHIFTED_DEPTHWISE", False)],
             "channels-last-bias": [(nn, "CHANNELS_LAST_BIAS", False)],
             "small-kernel": [(linalg, "SMALL_KERNEL", False)]}
 # choice -> the settings of both sides: the block rules act only with the small kernel

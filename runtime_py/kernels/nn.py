@@ -152,6 +152,8 @@ class _ConvPlan:
     # margins (``column_source``, FLAT_COLUMNS), not from the input padded in 2-D
     dense: bool = False  # depthwise: one einsum over a dense matrix (``_depthwise_dense``);
     # ``padded`` is the input's channels-last copy, ``work`` the output's
+    shifted: bool = False  # depthwise: one einsum per channel block over the input's
+    # column-shifted copies (``_depthwise_shifted``), which ``padded`` holds
 
     @property
     def adds_bias(self) -> bool:
@@ -197,6 +199,15 @@ EINSUM_POSITIONS = 0.5
 DENSE_POSITIONS = 1.0
 DENSE_BYTES = 512 * 1024
 DENSE_DEPTHWISE = True
+
+# A stride-1 depthwise convolution as wide as its input that takes neither einsum above (many
+# positions per channel and tap) is one einsum per channel block over kw copies of the input,
+# copy j shifted by column tap j (``_depthwise_shifted``): every tap is then one contiguous run
+# at a row offset of its copy, and the einsum multiplies and sums all taps of a channel in one
+# pass each (numpy's per-tap multiply and add take two, the multiply broadcasting a weight per
+# channel row), writing out directly. An einsum straight over the phase planes, without the
+# copies, ran 15-20x slower: numpy then loops over the taps one element apart innermost.
+SHIFTED_DEPTHWISE = True
 
 # The einsum and dense depthwise paths add their bias to the channels-last accumulator, whose
 # rows of W x C values take it as one row tiled at load, before the transposing copy to out;
@@ -271,9 +282,14 @@ def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: IntLi
                              channels_last=True)
             if budget is None or plan.nbytes <= budget:
                 return plan
+        room = DEPTHWISE_BLOCK_BYTES if budget is None else min(budget, DEPTHWISE_BLOCK_BYTES)
+        if SHIFTED_DEPTHWISE and stride == (1, 1) and flat_columns(win):
+            copies = _shifted_copies((n, 1), win, hw)
+            tile = max(1, min(c, (room - WORKSPACE_ALIGN) // (math.prod(copies) * 4)))
+            return _ConvPlan(win, out_shape, pads, _shifted_copies((n, tile), win, hw), None,
+                             depthwise=True, tile=tile, shifted=True)
         planes, run = _phase_planes((n, 1), win)
         per_channel = (math.prod(planes) + 2 * math.prod(run)) * 4
-        room = DEPTHWISE_BLOCK_BYTES if budget is None else min(budget, DEPTHWISE_BLOCK_BYTES)
         tile = max(1, min(c, (room - 2 * WORKSPACE_ALIGN) // per_channel))
         padded, run = _phase_planes((n, tile), win)
         return _ConvPlan(win, out_shape, pads, padded, (2, *run), depthwise=True, tile=tile)
@@ -347,6 +363,57 @@ def _conv_scratch(input: np.ndarray, weight: np.ndarray, stride: IntList, paddin
                   bias: np.ndarray | None = None, **_: object) -> int:
     return _conv_plan(input.shape, weight.shape, stride, padding, dilation, groups,
                       budget, bias is not None).nbytes
+
+
+def _shifted_copies(lead: Sequence[int], win: _Window, hw: Sequence[int]) -> tuple[int, ...]:
+    """Shape (kw, n, c, length) of ``_depthwise_shifted``'s copies: per channel the padded
+    input's rows flat, between margins of padding_w values."""
+    (_, kw), (ph, pw) = win.kernel, win.padding
+    return (kw, *lead, (hw[0] + 2 * ph) * hw[1] + 2 * pw)
+
+
+def _depthwise_shifted(x: np.ndarray, weight: np.ndarray, plan: _ConvPlan,
+                       scratch: np.ndarray | None, out: np.ndarray) -> Bound:
+    """Stride 1, as wide as the input (SHIFTED_DEPTHWISE): per block of ``plan.tile`` channels,
+    copy j of the block holds the padded input's rows flat, shifted left by column tap j, so
+    tap (i, j) over all output rows is one run of out_h x W values at row i x dilation_h of
+    copy j; one einsum sums tap x weight over all taps into out."""
+    copies = Workspace(scratch).take(plan.padded, out.dtype)
+    blocks = [_shifted_block(x[:, c:c + plan.tile], weight[c:c + plan.tile], plan.win,
+                             copies[:, :, :min(plan.tile, x.shape[1] - c)],
+                             out[:, c:c + plan.tile])
+              for c in range(0, x.shape[1], plan.tile)]
+    return run_all(*blocks)
+
+
+def _shifted_block(x: np.ndarray, weight: np.ndarray, win: _Window, copies: np.ndarray,
+                   out: np.ndarray) -> Bound:
+    """``_depthwise_shifted`` over one channel block: the calls filling ``copies`` (kw, n, c,
+    length), then the einsum. Copy j holds x at a shift of d = j * dilation_w - padding_w
+    columns: its values wrapped in from a neighbouring row (the first -d or last d columns) are
+    zeroed after the copy, and its margins before."""
+    n, c, h, w = x.shape
+    (kh, kw), (ph, pw), (dh, dw), (ho, _) = win.kernel, win.padding, win.dilation, win.out_hw
+    item = copies.itemsize
+    shifts = [j * dw - pw for j in range(kw)]
+    starts = [pw + ph * w - d for d in shifts]  # where x's first value lands in copy j
+    calls = [functools.partial(copies[..., :max(starts)].fill, 0),
+             functools.partial(copies[..., min(starts) + h * w:].fill, 0)]
+    rows = copies[..., pw:pw + (h + 2 * ph) * w].reshape(kw, n, c, h + 2 * ph, w)
+    for j, (d, start) in enumerate(zip(shifts, starts, strict=True)):
+        calls.append(copier(copies[j, ..., start:start + h * w].reshape(x.shape), x))
+        if d:
+            wrapped = rows[j, ..., w - min(d, w):] if d > 0 else rows[j, ..., :min(-d, w)]
+            calls.append(functools.partial(wrapped.fill, 0))
+    s_j, s_n, s_c, _ = copies.strides
+    runs = view_as(out, (n, c, ho * w))  # numpy's loops then run the length of the image
+    shape, strides = ((ho * w,), (item,)) if runs is not None else ((ho, w), (w * item, item))
+    taps = np.lib.stride_tricks.as_strided(copies[..., pw:], (kh, kw, n, c, *shape),
+                                           (dh * w * item, s_j, s_n, s_c, *strides),
+                                           writeable=False)
+    weights = np.ascontiguousarray(weight[:, 0].transpose(1, 2, 0))  # (kh, kw, c), at load
+    return run_all(*calls, functools.partial(np.einsum, "ijnc...,ijc->nc...", taps, weights,
+                                             out=out if runs is None else runs))
 
 
 def _depthwise(x: np.ndarray, weight: np.ndarray, plan: _ConvPlan,
@@ -757,6 +824,8 @@ def convolution(input: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
         compute = _depthwise_dense(input, weight, bias, plan, scratch, out)
     elif plan.channels_last:
         compute = _depthwise_einsum(input, weight, bias, plan, scratch, out)
+    elif plan.shifted:
+        compute = _depthwise_shifted(input, weight, plan, scratch, out)
     elif plan.depthwise:
         compute = _depthwise(input, weight, plan, scratch, out)
     else:

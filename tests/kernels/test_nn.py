@@ -57,8 +57,15 @@ CONV_CASES = {
     "depthwise-dense": ((2, 24, 3, 3), (24, 1, 5, 5), [1, 1], [2, 2], [1, 1], 24),
     "depthwise-dense-s2-dilated": ((1, 16, 3, 3), (16, 1, 3, 3), [2, 2], [2, 2], [2, 2], 16),
     "conv1d-depthwise-dense": ((1, 8, 5), (8, 1, 5), [1], [2], [1], 8),
-    # more planes than DEPTHWISE_BLOCK_BYTES: channel blocks without a board budget
-    "depthwise-blocked": ((1, 64, 50, 50), (64, 1, 3, 3), [1, 1], [1, 1], [1, 1], 64),
+    # stride 1, as wide as the input, many positions: one einsum over column-shifted copies
+    "depthwise-shifted-rect": ((2, 8, 14, 20), (8, 1, 3, 5), [1, 1], [1, 2], [1, 1], 8),
+    "depthwise-shifted-rows-unpadded": ((1, 8, 12, 12), (8, 1, 3, 3), [1, 1], [0, 1], [1, 1], 8),
+    "depthwise-shifted-kernel-wider": ((1, 2, 12, 3), (2, 1, 3, 7), [1, 1], [1, 3], [1, 1], 2),
+    # more copies or planes than DEPTHWISE_BLOCK_BYTES: channel blocks without a board budget
+    "depthwise-blocked": ((1, 40, 50, 50), (40, 1, 3, 3), [1, 1], [1, 1], [1, 1], 40),
+    "depthwise-blocked-s2": ((1, 64, 50, 50), (64, 1, 3, 3), [2, 2], [1, 1], [1, 1], 64),
+    # stride 1, narrower than the input: multiply and add per tap over phase planes
+    "depthwise-unpadded": ((1, 8, 20, 20), (8, 1, 3, 3), [1, 1], [0, 0], [1, 1], 8),
     "conv1d": ((2, 4, 20), (6, 4, 5), [1], [2], [1], 1),
     "conv1d-strided-dilated": ((1, 3, 17), (5, 3, 3), [2], [1], [3], 1),
     "conv1d-depthwise": ((1, 6, 16), (6, 1, 3), [1], [1], [1], 6),
@@ -398,6 +405,24 @@ def test_depthwise_einsum_on_few_positions_per_channel_and_tap_else_channel_bloc
     large, over_budget = plan((1, 64, 50, 50)), plan((1, 64, 12, 12), budget=50_000)
     assert not large.channels_last and large.tile < 64
     assert not over_budget.channels_last and over_budget.nbytes <= 50_000
+
+
+def test_depthwise_shifted_copies_at_stride_1_as_wide_as_the_input() -> None:
+    """Past the einsum's positions, a stride-1 depthwise convolution as wide as its input sums
+    over column-shifted copies in channel blocks within DEPTHWISE_BLOCK_BYTES or the budget;
+    at stride 2 or narrower it works per tap."""
+    def plan(x_shape: tuple[int, ...], stride: int = 1, pad: int = 1,
+             budget: int | None = None) -> _ConvPlan:
+        c = x_shape[1]
+        return _conv_plan(x_shape, (c, 1, 3, 3), (stride,) * 2, (pad,) * 2, (1, 1), c, budget)
+
+    assert plan((1, 32, 48, 48)).shifted
+    assert plan((1, 64, 16, 16)).channels_last
+    assert not plan((1, 32, 48, 48), stride=2).shifted
+    assert not plan((1, 32, 48, 48), pad=0).shifted
+    blocks, budgeted = plan((1, 64, 50, 50)), plan((1, 64, 50, 50), budget=50_000)
+    assert blocks.shifted and blocks.tile < 64 and blocks.nbytes <= nn.DEPTHWISE_BLOCK_BYTES
+    assert budgeted.shifted and budgeted.nbytes <= 50_000
 
 
 def test_depthwise_dense_on_small_inputs() -> None:
