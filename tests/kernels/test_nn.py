@@ -425,6 +425,23 @@ def test_depthwise_shifted_copies_at_stride_1_as_wide_as_the_input() -> None:
     assert budgeted.shifted and budgeted.nbytes <= 50_000
 
 
+def test_depthwise_shifted_copies_into_a_transposed_out() -> None:
+    """An out whose rows are not one run (a transposed view) still gets the right values: the
+    einsum then writes it row by row."""
+    torch_args = {"input": random((1, 8, 12, 12)), "weight": random((8, 1, 3, 3)),
+                  "bias": random((8,)), "stride": [1, 1], "padding": [1, 1], "dilation": [1, 1],
+                  "transposed": False, "output_padding": [0, 0], "groups": 8}
+    want = aten.convolution.default(**torch_args).numpy()
+    args = {k: to_kernel_arg(v) for k, v in torch_args.items()}
+    kernel = KERNELS["aten::convolution.out"]
+    assert _conv_plan((1, 8, 12, 12), (8, 1, 3, 3), (1, 1), (1, 1), (1, 1), 8).shifted
+    out = np.full((1, 8, 12, 12), np.nan, np.float32).transpose(0, 1, 3, 2)
+    scratch = np.full(kernel.scratch(**{k: placeholder(v) for k, v in args.items()}), 0xFF,
+                      np.uint8)
+    kernel.fn(**args, out=out, scratch=scratch)
+    np.testing.assert_allclose(out, want, **CONV_TOL)
+
+
 def test_depthwise_dense_on_small_inputs() -> None:
     """A depthwise convolution with at most DENSE_POSITIONS x taps input positions and a dense
     weight matrix of at most DENSE_BYTES is one einsum over that matrix, within the budget."""
