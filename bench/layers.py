@@ -100,6 +100,11 @@ def xnnpack_layers(model, inputs, folder: Path, runs: int) -> tuple[list[tuple[s
             statistics.median(whole) / 1e3)
 
 
+def ratio(nee: float, xnn: float) -> str:
+    """NEE / XNNPACK, 7 wide; "-" where ETDump's whole-microsecond clock read 0."""
+    return f"{nee / xnn:7.2f}" if xnn else f"{'-':>7}"
+
+
 def report(name: str, runs: int) -> None:
     """Print the paired layers of zoo model ``name`` and the sums by kind."""
     from toolchain.cli import _load_target
@@ -117,14 +122,14 @@ def report(name: str, runs: int) -> None:
     print(f"  {'NEE call':62} {'NEE us':>7} {'XNNPACK operator':>34} {'us':>6} {'NEE/XNN':>7}")
     for (kind, shapes, t_nee), (op, t_xnn) in zip(nee, xnn, strict=True):
         print(f"  {shapes[:62]:62} {t_nee * 1e6:7.1f} {op[:34]:>34} {t_xnn * 1e6:6.1f} "
-              f"{t_nee / t_xnn if t_xnn else float('inf'):7.2f}")
+              f"{ratio(t_nee, t_xnn)}")
         for key in (kind, "layers"):
             sums[key][0] += t_nee
             sums[key][1] += t_xnn
     sums["whole run"] = [nee_total, xnn_total]
     print(f"  {'sum':12} {'NEE us':>8} {'XNN us':>8} {'NEE/XNN':>7}")
     for key, (t_nee, t_xnn) in sorted(sums.items(), key=lambda kv: -kv[1][0]):
-        print(f"  {key:12} {t_nee * 1e6:8.0f} {t_xnn * 1e6:8.0f} {t_nee / t_xnn:7.2f}")
+        print(f"  {key:12} {t_nee * 1e6:8.0f} {t_xnn * 1e6:8.0f} {ratio(t_nee, t_xnn)}")
 
 
 def main() -> None:
