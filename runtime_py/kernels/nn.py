@@ -390,12 +390,28 @@ def _depthwise_shifted(x: np.ndarray, weight: np.ndarray, plan: _ConvPlan,
 def _shifted_block(x: np.ndarray, weight: np.ndarray, win: _Window, copies: np.ndarray,
                    out: np.ndarray) -> Bound:
     """``_depthwise_shifted`` over one channel block: the calls filling ``copies`` (kw, n, c,
-    length), then the einsum. Copy j holds x at a shift of d = j * dilation_w - padding_w
-    columns: its values wrapped in from a neighbouring row (the first -d or last d columns) are
-    zeroed after the copy, and its margins before."""
-    n, c, h, w = x.shape
-    (kh, kw), (ph, pw), (dh, dw), (ho, _) = win.kernel, win.padding, win.dilation, win.out_hw
+    length; ``_shifted_fills``), then the einsum over their taps into out."""
+    n, c, _, w = x.shape
+    (kh, kw), (_, pw), (dh, _), (ho, _) = win.kernel, win.padding, win.dilation, win.out_hw
     item = copies.itemsize
+    s_j, s_n, s_c, _ = copies.strides
+    runs = view_as(out, (n, c, ho * w))  # numpy's loops then run the length of the image
+    shape, strides = ((ho * w,), (item,)) if runs is not None else ((ho, w), (w * item, item))
+    taps = np.lib.stride_tricks.as_strided(copies[..., pw:], (kh, kw, n, c, *shape),
+                                           (dh * w * item, s_j, s_n, s_c, *strides),
+                                           writeable=False)
+    weights = np.ascontiguousarray(weight[:, 0].transpose(1, 2, 0))  # (kh, kw, c), at load
+    return run_all(*_shifted_fills(x, win, copies),
+                   functools.partial(np.einsum, "ijnc...,ijc->nc...", taps, weights,
+                                     out=out if runs is None else runs))
+
+
+def _shifted_fills(x: np.ndarray, win: _Window, copies: np.ndarray) -> list[Bound]:
+    """The calls filling ``copies``: copy j holds x at a shift of d = j * dilation_w -
+    padding_w columns, its margins zeroed before and the values it wrapped in from a
+    neighbouring row (its first -d or last d columns) after."""
+    n, c, h, w = x.shape
+    (_, kw), (ph, pw), (_, dw) = win.kernel, win.padding, win.dilation
     shifts = [j * dw - pw for j in range(kw)]
     starts = [pw + ph * w - d for d in shifts]  # where x's first value lands in copy j
     calls = [functools.partial(copies[..., :max(starts)].fill, 0),
@@ -406,15 +422,7 @@ def _shifted_block(x: np.ndarray, weight: np.ndarray, win: _Window, copies: np.n
         if d:
             wrapped = rows[j, ..., w - min(d, w):] if d > 0 else rows[j, ..., :min(-d, w)]
             calls.append(functools.partial(wrapped.fill, 0))
-    s_j, s_n, s_c, _ = copies.strides
-    runs = view_as(out, (n, c, ho * w))  # numpy's loops then run the length of the image
-    shape, strides = ((ho * w,), (item,)) if runs is not None else ((ho, w), (w * item, item))
-    taps = np.lib.stride_tricks.as_strided(copies[..., pw:], (kh, kw, n, c, *shape),
-                                           (dh * w * item, s_j, s_n, s_c, *strides),
-                                           writeable=False)
-    weights = np.ascontiguousarray(weight[:, 0].transpose(1, 2, 0))  # (kh, kw, c), at load
-    return run_all(*calls, functools.partial(np.einsum, "ijnc...,ijc->nc...", taps, weights,
-                                             out=out if runs is None else runs))
+    return calls
 
 
 def _depthwise(x: np.ndarray, weight: np.ndarray, plan: _ConvPlan,
