@@ -200,14 +200,14 @@ DENSE_POSITIONS = 1.0
 DENSE_BYTES = 512 * 1024
 DENSE_DEPTHWISE = True
 
-# A stride-1 depthwise convolution as wide as its input that takes neither einsum above (many
-# positions per channel and tap) is one einsum per channel block over kw copies of the input,
-# copy j shifted by column tap j (``_depthwise_shifted``): every tap is then one contiguous run
-# at a row offset of its copy, and the einsum multiplies and sums all taps of a channel in one
-# pass each (numpy's per-tap multiply and add take two, the multiply broadcasting a weight per
-# channel row), writing out directly: 0.71-0.74x the per-tap passes' time alone (16-144
-# channels over 48 x 48 to 112 x 112). An einsum straight over the phase planes, without the
-# copies, took 15-22x its time: numpy then loops over the taps one element apart innermost.
+# A stride-1, undilated depthwise convolution as wide as its input (``flat_runs``) that takes
+# neither einsum above (many positions per channel and tap) is one einsum per channel block over kw
+# copies of the input, copy j shifted by column tap j (``_depthwise_shifted``): every tap is then
+# one contiguous run at a row offset of its copy, and the einsum multiplies and sums all taps of a
+# channel in one pass each (numpy's per-tap multiply and add take two, the multiply broadcasting a
+# weight per channel row), writing out directly: 0.71-0.74x the per-tap passes' time alone (16-144
+# channels over 48 x 48 to 112 x 112). An einsum straight over the phase planes, without the copies,
+# took 15-22x its time: numpy then loops over the taps one element apart innermost.
 SHIFTED_DEPTHWISE = True
 
 # The einsum and dense depthwise paths add their bias to the channels-last accumulator, whose
@@ -284,7 +284,7 @@ def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: IntLi
             if budget is None or plan.nbytes <= budget:
                 return plan
         room = DEPTHWISE_BLOCK_BYTES if budget is None else min(budget, DEPTHWISE_BLOCK_BYTES)
-        if SHIFTED_DEPTHWISE and stride == (1, 1) and flat_columns(win):
+        if SHIFTED_DEPTHWISE and flat_runs(win):
             copies = _shifted_copies((n, 1), win, hw)
             tile = max(1, min(c, (room - WORKSPACE_ALIGN) // (math.prod(copies) * 4)))
             return _ConvPlan(win, out_shape, pads, _shifted_copies((n, tile), win, hw), None,
@@ -375,10 +375,10 @@ def _shifted_copies(lead: Sequence[int], win: _Window, hw: Sequence[int]) -> tup
 
 def _depthwise_shifted(x: np.ndarray, weight: np.ndarray, plan: _ConvPlan,
                        scratch: np.ndarray | None, out: np.ndarray) -> Bound:
-    """Stride 1, as wide as the input (SHIFTED_DEPTHWISE): per block of ``plan.tile`` channels,
-    copy j of the block holds the padded input's rows flat, shifted left by column tap j, so
-    tap (i, j) over all output rows is one run of out_h x W values at row i x dilation_h of
-    copy j; one einsum sums tap x weight over all taps into out."""
+    """Stride 1, as wide as the input (SHIFTED_DEPTHWISE, ``flat_runs``): per block of
+    ``plan.tile`` channels, copy j of the block holds the padded input's rows flat, shifted left
+    by column tap j, so tap (i, j) over all output rows is one run of out_h x W values at row i
+    of copy j; one einsum sums tap x weight over all taps into out."""
     copies = Workspace(scratch).take(plan.padded, out.dtype)
     blocks = [_shifted_block(x[:, c:c + plan.tile], weight[c:c + plan.tile], plan.win,
                              copies[:, :, :min(plan.tile, x.shape[1] - c)],
@@ -392,13 +392,13 @@ def _shifted_block(x: np.ndarray, weight: np.ndarray, win: _Window, copies: np.n
     """``_depthwise_shifted`` over one channel block: the calls filling ``copies`` (kw, n, c,
     length; ``_shifted_fills``), then the einsum over their taps into out."""
     n, c, _, w = x.shape
-    (kh, kw), (_, pw), (dh, _), (ho, _) = win.kernel, win.padding, win.dilation, win.out_hw
+    (kh, kw), (_, pw), (ho, _) = win.kernel, win.padding, win.out_hw
     item = copies.itemsize
     s_j, s_n, s_c, _ = copies.strides
     runs = view_as(out, (n, c, ho * w))  # numpy's loops then run the length of the image
     shape, strides = ((ho * w,), (item,)) if runs is not None else ((ho, w), (w * item, item))
     taps = np.lib.stride_tricks.as_strided(copies[..., pw:], (kh, kw, n, c, *shape),
-                                           (dh * w * item, s_j, s_n, s_c, *strides),
+                                           (w * item, s_j, s_n, s_c, *strides),
                                            writeable=False)
     weights = np.ascontiguousarray(weight[:, 0].transpose(1, 2, 0))  # (kh, kw, c), at load
     return run_all(*_shifted_fills(x, win, copies),
@@ -407,22 +407,19 @@ def _shifted_block(x: np.ndarray, weight: np.ndarray, win: _Window, copies: np.n
 
 
 def _shifted_fills(x: np.ndarray, win: _Window, copies: np.ndarray) -> list[Bound]:
-    """The calls filling ``copies``: copy j holds x at a shift of d = j * dilation_w -
-    padding_w columns, its margins zeroed before and the values it wrapped in from a
-    neighbouring row (its first -d or last d columns) after."""
+    """The calls filling ``copies``: copy j holds x shifted by j - padding_w columns, its
+    margins zeroed before the copies and the values it wrapped in from a neighbouring row
+    (``_wrapped``) after."""
     n, c, h, w = x.shape
-    (_, kw), (ph, pw), (_, dw) = win.kernel, win.padding, win.dilation
-    shifts = [j * dw - pw for j in range(kw)]
-    starts = [pw + ph * w - d for d in shifts]  # where x's first value lands in copy j
-    calls = [functools.partial(copies[..., :max(starts)].fill, 0),
-             functools.partial(copies[..., min(starts) + h * w:].fill, 0)]
-    rows = copies[..., pw:pw + (h + 2 * ph) * w].reshape(kw, n, c, h + 2 * ph, w)
-    for j, (d, start) in enumerate(zip(shifts, starts, strict=True)):
-        calls.append(copier(copies[j, ..., start:start + h * w].reshape(x.shape), x))
-        if d:
-            wrapped = rows[j, ..., w - min(d, w):] if d > 0 else rows[j, ..., :min(-d, w)]
-            calls.append(functools.partial(wrapped.fill, 0))
-    return calls
+    (_, kw), (ph, pw) = win.kernel, win.padding
+    starts = [2 * pw + ph * w - j for j in range(kw)]  # where x's first value lands in copy j
+    rows = copies[..., pw:pw + (h + 2 * ph) * w].reshape(kw, n, c, 1, h + 2 * ph, w)
+    return [functools.partial(copies[..., :max(starts)].fill, 0),
+            functools.partial(copies[..., min(starts) + h * w:].fill, 0),
+            *(copier(copies[j, ..., start:start + h * w].reshape(x.shape), x)
+              for j, start in enumerate(starts)),
+            *(functools.partial(v.fill, 0) for v in _wrapped(rows.transpose(1, 2, 3, 0, 4, 5),
+                                                              win))]
 
 
 def _depthwise(x: np.ndarray, weight: np.ndarray, plan: _ConvPlan,
@@ -583,9 +580,16 @@ def column_source(x: np.ndarray, win: _Window, pads: tuple[tuple[int, int], ...]
 
 def flat_columns(win: _Window) -> bool:
     """Whether a convolution's columns come from a flat copy of its input (FLAT_COLUMNS): at
-    stride 1, as wide as its input."""
+    stride 1, as wide as its input (``flat_runs``)."""
+    return FLAT_COLUMNS and flat_runs(win)
+
+
+def flat_runs(win: _Window) -> bool:
+    """Whether each tap of a window over a flat copy of the input is one run of out_h x W
+    values (the values it wraps in from a neighbouring row aside, ``_wrapped``): at stride 1,
+    undilated, as wide as the input."""
     (_, kw), (_, pw) = win.kernel, win.padding
-    return FLAT_COLUMNS and win.stride == win.dilation == (1, 1) and 2 * pw == kw - 1
+    return win.stride == win.dilation == (1, 1) and 2 * pw == kw - 1
 
 
 def flat_shape(x_shape: Sequence[int], win: _Window) -> tuple[int]:

@@ -407,10 +407,11 @@ def test_depthwise_einsum_on_few_positions_per_channel_and_tap_else_channel_bloc
     assert not over_budget.channels_last and over_budget.nbytes <= 50_000
 
 
-def test_depthwise_shifted_copies_at_stride_1_as_wide_as_the_input() -> None:
+def test_depthwise_shifted_copies_at_stride_1_as_wide_as_the_input(monkeypatch) -> None:
     """Past the einsum's positions, a stride-1 depthwise convolution as wide as its input sums
-    over column-shifted copies in channel blocks within DEPTHWISE_BLOCK_BYTES or the budget;
-    at stride 2 or narrower it works per tap."""
+    over column-shifted copies in channel blocks within DEPTHWISE_BLOCK_BYTES or the budget,
+    whether or not im2col columns come from flat copies (FLAT_COLUMNS); at stride 2, dilated
+    or narrower it works per tap."""
     def plan(x_shape: tuple[int, ...], stride: int = 1, pad: int = 1,
              budget: int | None = None) -> _ConvPlan:
         c = x_shape[1]
@@ -420,9 +421,14 @@ def test_depthwise_shifted_copies_at_stride_1_as_wide_as_the_input() -> None:
     assert plan((1, 64, 16, 16)).channels_last
     assert not plan((1, 32, 48, 48), stride=2).shifted
     assert not plan((1, 32, 48, 48), pad=0).shifted
+    assert not _conv_plan((1, 32, 48, 48), (32, 1, 3, 3), (1, 1), (2, 2), (2, 2), 32).shifted
     blocks, budgeted = plan((1, 64, 50, 50)), plan((1, 64, 50, 50), budget=50_000)
     assert blocks.shifted and blocks.tile < 64 and blocks.nbytes <= nn.DEPTHWISE_BLOCK_BYTES
     assert budgeted.shifted and budgeted.nbytes <= 50_000
+    monkeypatch.setattr(nn, "FLAT_COLUMNS", False)
+    _conv_plan.cache_clear()
+    assert plan((1, 32, 48, 48)).shifted
+    _conv_plan.cache_clear()
 
 
 def test_depthwise_shifted_copies_into_a_transposed_out() -> None:
