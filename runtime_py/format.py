@@ -31,6 +31,14 @@ def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
+def dense_strides(shape: Sequence[int], strides: Sequence[int]) -> bool:
+    """Whether ``strides`` lay ``shape`` out row-major in some order of its dims (size-1 dims
+    aside): every element once, no gaps (a channels-last feature map's, or row-major's)."""
+    dims = sorted(((st, size) for size, st in zip(shape, strides, strict=True) if size != 1),
+                  reverse=True)
+    return tuple(st for st, _ in dims) == contiguous_strides([size for _, size in dims])
+
+
 def align(n: int, alignment: int = SEGMENT_ALIGNMENT) -> int:
     """``n`` rounded up to a multiple of ``alignment``."""
     return -(-n // alignment) * alignment

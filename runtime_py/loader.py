@@ -5,6 +5,7 @@ After ``load_bundle`` returns, the executor trusts the bundle and runs without c
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import itertools
 import math
@@ -37,6 +38,7 @@ from runtime_py.format import (
     SIZE_PREFIX_BYTES,
     align,
     contiguous_strides,
+    dense_strides,
     segment_base,
 )
 from runtime_py.kernels import KERNELS
@@ -501,6 +503,35 @@ def _quantization_problem(t: Any, q: Any) -> str:
     return ""
 
 
+def layout_views(bundle: BundleT) -> frozenset[int]:
+    """The tensors that are the one way to a root holding just their elements in another dim
+    order (a channels-last feature map, ``toolchain/passes/channels_last.py``): whole views of
+    an arena root that no node, partition or program I/O names and nothing else views. The
+    runtime may bind such a tensor in either order: its bytes are its alone."""
+    tensors = bundle.tensors or []
+    named = set(ints(bundle.inputs)) | set(ints(bundle.outputs))
+    for node in itertools.chain(bundle.nodes or [], *(d.nodes or [] for d in
+                                                      bundle.delegates or [])):
+        named.update(k for arg in node.args or [] for k in ints(arg.tensors))
+        named.update(ints(node.outputs))
+    for d in bundle.delegates or []:
+        named.update(ints(d.inputs))
+        named.update(ints(d.outputs))
+    views = collections.Counter(t.aliasOf for t in tensors if t.aliasOf >= 0)
+    return frozenset(i for i, t in enumerate(tensors) if 0 <= t.aliasOf < len(tensors)
+                     and views[t.aliasOf] == 1 and t.aliasOf not in named
+                     and _relaid(t, tensors[t.aliasOf]))
+
+
+def _relaid(t: Any, root: Any) -> bool:
+    """``t`` covers ``root``'s elements in another dense order, from its first byte."""
+    shape, strides = ints(t.shape), ints(t.strides)
+    return (t.storageKind == root.storageKind == StorageKind.Arena and t.dtype == root.dtype
+            and t.storage == root.storage and t.byteOffset == root.byteOffset
+            and math.prod(shape) == math.prod(ints(root.shape))
+            and dense_strides(shape, strides) and strides != list(contiguous_strides(shape)))
+
+
 def output_names(bundle: BundleT) -> list[str]:
     """The names the model gives its outputs (tensor names in bundles that store none)."""
     if bundle.outputNames is not None:
@@ -569,11 +600,11 @@ def _check_node(b: LoadedBundle, where: str, node: Any, writable: tuple[int, int
             raise _fail(b, f"{where} {node.op} output", "a tensor in the arena" + (
                 f" or in delegate {index}'s workspace" if index is not None
                 else " or in the state"), str(k))
-        expected = list(contiguous_strides(ints(t.shape)))
-        if ints(t.strides) != expected:
+        if not dense_strides(ints(t.shape), ints(t.strides)):
             raise _fail(b, f"{where} {node.op} output {t.name}",
-                        f"C-contiguous strides {expected} (kernels write whole outputs)",
-                        str(ints(t.strides)))
+                        f"the strides of its shape {ints(t.shape)} row-major in some order of "
+                        f"its dims, e.g. {list(contiguous_strides(ints(t.shape)))} (kernels "
+                        "write whole outputs)", str(ints(t.strides)))
 
 
 def _check_delegates(b: LoadedBundle) -> None:

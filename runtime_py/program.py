@@ -27,11 +27,18 @@ from runtime_py.errors import (
 )
 from runtime_py.fbs.ArgKind import ArgKind
 from runtime_py.fbs.StorageKind import StorageKind
-from runtime_py.format import DELEGATE_CALL, DTYPES, SCRATCH_ARGS, SEGMENT_ALIGNMENT
+from runtime_py.format import (
+    DELEGATE_CALL,
+    DTYPES,
+    SCRATCH_ARGS,
+    SEGMENT_ALIGNMENT,
+    contiguous_strides,
+)
 from runtime_py.kernels import KERNELS, Bound, configure_numpy
 from runtime_py.loader import (
     LoadedBundle,
     ints,
+    layout_views,
     load_bundle,
     output_names,
     shared_arenas,
@@ -61,6 +68,22 @@ class Call:
     run: Bound
     source: str
     shapes: str = ""
+
+
+# Feature maps a bundle stores channels-last (the export's ``channels_last`` pass) are bound so
+# where numpy's BLAS lacks OpenBLAS's small-matrix kernel (``linalg.small_kernel``), else
+# row-major (the same bytes: such a map is the one view of its storage, ``loader.layout_views``):
+# with the SkylakeX kernels the 1x1 convolutions' products in the orientations channels-last
+# maps need took 1.3-1.6x their time (2.2x over 9 positions) and mobilenet_v2 1.15x, with the
+# Haswell kernels it gains (README, "Channels-last feature maps"). None: ask the BLAS.
+CHANNELS_LAST: bool | None = None
+
+
+def channels_last_maps() -> bool:
+    """Whether to bind maps stored channels-last as such (CHANNELS_LAST, or the BLAS)."""
+    from runtime_py.kernels import linalg  # shipped wherever convolutions are (nn uses it)
+
+    return not linalg.small_kernel() if CHANNELS_LAST is None else CHANNELS_LAST
 
 
 class _Shared:
@@ -111,9 +134,11 @@ class Program:
         self._shared = shared = shared or _Shared(loaded, methods)
         self.arenas = [shared.arenas[a.tier][:a.size] for a in (bundle.plan.arenas or [])]
         self.workspaces: dict[int, np.ndarray] = {}  # delegate -> its reference's workspace
+        relaid = layout_views(bundle)
+        row_major = relaid if relaid and not channels_last_maps() else frozenset()
         self.tensors: list[np.ndarray | None] = [  # delegate workspaces: on first reference()
-            None if t.storageKind == StorageKind.Delegate else self._checked_view(i, t)
-            for i, t in enumerate(bundle.tensors or [])]
+            None if t.storageKind == StorageKind.Delegate else
+            self._checked_view(i, t, i in row_major) for i, t in enumerate(bundle.tensors or [])]
         self.partitions: list[Partition] = []
         self.inputs = [self._spec(i) for i in ints(bundle.inputs)]
         self.outputs = [self._spec(i, name) for i, name in zip(ints(bundle.outputs),
@@ -370,18 +395,21 @@ class Program:
             _check_input(spec, value)
             view[...] = value  # an item copy: 0.25 us less a call than np.copyto
 
-    def _checked_view(self, index: int, t: Any) -> np.ndarray:
+    def _checked_view(self, index: int, t: Any, row_major: bool = False) -> np.ndarray:
         try:
-            return self._view(t)
+            return self._view(t, row_major)
         except ValueError as e:  # numpy's own check of shape, strides and buffer
             raise BundleError(f"{self.path}: tensor {index} ({t.name})",
                               "a view inside its storage", str(e),
                               "the bundle is corrupt; export it again") from e
 
-    def _view(self, t: Any) -> np.ndarray:
+    def _view(self, t: Any, row_major: bool = False) -> np.ndarray:
+        """Tensor ``t``'s array; ``row_major``: with row-major strides in place of its own (a
+        map in another dim order, ``layout_views``, that this runtime binds row-major)."""
         dtype = np.dtype(DTYPES[t.dtype])
         shape = tuple(ints(t.shape))
-        strides = tuple(s * dtype.itemsize for s in ints(t.strides))
+        strides = tuple(s * dtype.itemsize for s in (contiguous_strides(shape) if row_major
+                                                     else ints(t.strides)))
         if t.storageKind == StorageKind.Delegate:
             buffer, offset = self.workspaces[t.storage], 0
         elif t.storageKind == StorageKind.State:

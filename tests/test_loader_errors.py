@@ -123,6 +123,21 @@ def test_overlapping_plan_is_rejected_at_load(tmp_path, exported):
         Program.load(write())
 
 
+def test_outputs_must_cover_their_elements_once(tmp_path):
+    """A node output stored channels-last (a view of a root of its own) loads; the same view
+    with strides that overlap elements (inside its storage) is refused, naming the tensor."""
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 1), torch.nn.Conv2d(8, 8, 3, 1, 1, groups=8),
+                                torch.nn.Conv2d(8, 4, 1))
+    write_bundle(export(model, (torch.randn(1, 3, 8, 8),)), tmp_path / "cl.nee")
+    bundle, write = _repack(tmp_path / "cl.nee", tmp_path, "strides.nee")
+    t = next(t for t in bundle.tensors if t.aliasOf >= 0 and list(t.strides)[1] == 1)
+    Program.load(write())
+    _, c, h, w = t.shape
+    t.strides = [c * h * w, 1, w * c // 2, c]  # rows overlap
+    with pytest.raises(BundleError, match=f"output {t.name}.*row-major in some order"):
+        Program.load(write())
+
+
 def test_arguments_a_kernel_does_not_take_are_rejected_at_load(tmp_path, exported):
     bundle, write = _repack(exported("mlp").path, tmp_path, "args.nee")
     node = next(n for n in bundle.nodes if n.op.startswith("aten::"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import re
 
+import numpy as np
 import pytest
 import torch
 from roundtrip import run_both
@@ -242,3 +243,115 @@ def test_close_ops_are_only_related_ones():
     assert "aten::tanh.out" not in close_ops("aten::any.out")
     assert "aten::scalar_tensor.out" not in close_ops("aten::slice_scatter.out")
     assert close_ops("aten::special_bessel_j0.out") == []
+
+
+class InvertedResidual(nn.Module):
+    """A stem, a depthwise 3x3, an expanding 1x1, a depthwise 3x3 at stride 2 with relu6, a
+    projecting 1x1,
+    a residual block over 6 x 6 and one over 3 x 3 (below MIN_POSITIONS), a dilated
+    depthwise and a grouped convolution."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, 2, 1)
+        self.dw0 = nn.Conv2d(8, 8, 3, 1, 1, groups=8)
+        self.expand = nn.Conv2d(8, 24, 1)
+        self.dw = nn.Conv2d(24, 24, 3, 2, 1, groups=24)
+        self.project = nn.Conv2d(24, 8, 1)
+        self.dw6 = nn.Conv2d(8, 8, 3, 1, 1, groups=8)
+        self.small = nn.Conv2d(8, 8, 3, 2, 1, groups=8)
+        self.dilated = nn.Conv2d(8, 8, 3, 1, 2, 2, groups=8)
+        self.grouped = nn.Conv2d(8, 8, 3, 1, 1, groups=2)
+
+    def forward(self, x):
+        y = nn.functional.relu6(self.dw(nn.functional.relu6(self.expand(self.dw0(self.stem(x))))))
+        y = self.project(y)
+        y = y + self.dw6(y)
+        z = self.small(y)
+        return self.grouped(self.dilated(z)) + z, torch.sigmoid(self.dw6(y))
+
+
+def test_channels_last_feature_maps(tmp_path):
+    """The maps between convolutions around a depthwise one, of at least MIN_POSITIONS
+    positions, are stored channels-last (whole (N, H, W, C) views of roots of their own);
+    maps read by other ops, graph outputs, smaller maps and those of dilated or grouped
+    convolutions stay row-major; the program matches torch."""
+    from toolchain.passes.channels_last import MIN_POSITIONS
+
+    result = run_both(InvertedResidual(), torch.randn(1, 3, 24, 24), tmp_path=tmp_path,
+                      rtol=1e-4, atol=1e-5)
+    graph = result.graph
+    last = {n for n in graph.tensors if graph.is_layout(n)}
+    producer = graph.producers()
+    shapes = sorted(graph.tensors[n].shape for n in last)
+    assert shapes == [(1, 8, 12, 12), (1, 8, 12, 12), (1, 24, 6, 6), (1, 24, 12, 12)]
+    for name in last:
+        t, root = graph.tensors[name], graph.tensors[graph.tensors[name].view_of]
+        assert root.shape == (t.shape[0], *t.shape[2:], t.shape[1]) and not root.view_of
+        assert producer[name].op in ("aten::convolution.out", "nee::convolution_act.out")
+        assert t.shape[2] * t.shape[3] >= MIN_POSITIONS
+
+
+def test_channels_last_scratch_fits_both_layouts(monkeypatch):
+    """The calls around channels-last maps get a scratch at least as large as row-major maps
+    need (the runtime may bind them row-major) and as their channels-last kernels ask."""
+    from runtime_py.kernels import KERNELS
+    from toolchain.passes import channels_last
+    from toolchain.passes.add_scratch import _placeholder
+
+    x = torch.randn(1, 3, 24, 24)
+    graph = export(InvertedResidual(), (x,)).graph
+    monkeypatch.setattr(channels_last, "MIN_POSITIONS", 1 << 62)
+    row_major = export(InvertedResidual(), (x,)).graph
+
+    def scratch(g):
+        return {n.outputs[0]: g.tensors[n.args["scratch"].name].nbytes
+                for n in g.nodes if "scratch" in n.args}
+
+    sizes, wanted = scratch(graph), scratch(row_major)
+    assert sizes.keys() == wanted.keys() and all(sizes[k] >= wanted[k] for k in sizes)
+    for node in graph.nodes:
+        if "scratch" in node.args:
+            args = {k: _placeholder(graph, v) for k, v in node.args.items() if k != "scratch"}
+            assert sizes[node.outputs[0]] >= KERNELS[node.op].scratch(**args)
+
+
+def test_verifier_refuses_a_view_output_that_is_no_layout(tmp_path):
+    """A node output viewing part of a storage, or with gaps, is no layout of its own."""
+    result = export(InvertedResidual(), (torch.randn(1, 3, 24, 24),))
+    graph = result.graph
+    name = next(n for n in graph.tensors if graph.is_layout(n))
+    graph.tensors[name].offset = 1
+    with pytest.raises(VerifyError, match="neither a whole in-place input nor"):
+        verify(graph)
+    graph.tensors[name].offset = 0
+    graph.tensors[name].strides = tuple(2 * s for s in graph.tensors[name].strides)
+    with pytest.raises(VerifyError, match="neither a whole in-place input nor"):
+        verify(graph)
+
+
+@pytest.mark.parametrize(("setting", "small_kernel", "relaid"), [
+    (None, False, True), (None, True, False), (True, True, True), (False, False, False)])
+def test_runtime_binds_channels_last_maps_as_its_blas_prefers(tmp_path, monkeypatch, setting,
+                                                              small_kernel, relaid):
+    """The runtime binds the maps a bundle stores channels-last as such, or, where its BLAS has
+    OpenBLAS's small-matrix kernel (or CHANNELS_LAST says so), row-major over the same bytes;
+    the scratch fits either (no budgeted fallback), and the outputs agree."""
+    from runtime_py import program as program_module
+    from runtime_py.kernels import linalg
+    from runtime_py.loader import layout_views
+    from runtime_py.program import Program
+    from toolchain.serialize.bundle import write_bundle
+
+    model, x = InvertedResidual().eval(), torch.randn(1, 3, 24, 24)
+    write_bundle(export(model, (x,)), tmp_path / "m.nee")
+    monkeypatch.setattr(program_module, "CHANNELS_LAST", setting)
+    monkeypatch.setattr(linalg, "SMALL_KERNEL", small_kernel)
+    program = Program.load(tmp_path / "m.nee")
+    views = layout_views(program.loaded.bundle)
+    assert len(views) == 4
+    assert all(program.tensors[i].flags.c_contiguous is not relaid for i in views)
+    with torch.no_grad():
+        want = model(x)
+    for got, w in zip(program.run(x.numpy()), want, strict=True):
+        np.testing.assert_allclose(got, w.numpy(), rtol=1e-4, atol=1e-5)

@@ -19,6 +19,7 @@ from runtime_py.format import (  # noqa: F401  (SCRATCH_ARGS: re-exported for th
     SCRATCH_ARG,
     SCRATCH_ARGS,
     contiguous_strides,
+    dense_strides,
 )
 
 
@@ -155,6 +156,20 @@ class Graph:
     def storage_of(self, name: str) -> str:
         """The tensor owning the bytes of ``name`` (itself unless it is a view)."""
         return self.tensors[name].view_of or name
+
+    def is_layout(self, name: str) -> bool:
+        """Whether ``name`` is the one view of a root that holds just its elements in another
+        dim order and that nothing names but through it (a channels-last feature map:
+        ``passes/channels_last.py``; a permuting alias's root is written by name)."""
+        t = self.tensors[name]
+        root = self.tensors.get(t.view_of) if t.view_of else None
+        if root is None or t.offset or t.nbytes != root.nbytes or t.is_contiguous \
+                or not dense_strides(t.shape, t.element_strides()):
+            return False
+        named = {n for node in self.nodes for v in node.args.values() for n in refs(v)}
+        named.update(n for node in self.nodes for n in node.outputs)
+        return root.name not in named and root.name not in self.inputs + self.outputs and \
+            not any(v.view_of == root.name for v in self.tensors.values() if v is not t)
 
     def rename(self, old: str, new: str) -> None:
         """Make every node argument, view and graph output naming ``old`` name ``new``."""

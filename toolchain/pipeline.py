@@ -24,6 +24,10 @@
   and before reuse_inputs (it reorders nodes and replaces runs of them by one call).
 - delegate_cpu after delegate_npu (the CPU delegate takes what the NPU left), for the same
   reasons before reuse_inputs.
+- channels_last after the delegate passes (it lays out the CPU's feature maps only; their
+  tensors stay row-major for the delegates' writers) and after add_scratch (it sizes the
+  scratch of the calls it touches again), before write_state and reuse_inputs (reuse_inputs
+  aliases only row-major storage).
 - write_state after every pass that changes the node list (an in-place state update needs the
   final readers) and before reuse_inputs (whose liveness must not see the update outputs).
 - reuse_inputs after every pass that changes the node list: it reads final lifetimes.
@@ -38,6 +42,7 @@ from toolchain.ir import Graph
 from toolchain.passes.add_scratch import add_scratch
 from toolchain.passes.alias_views import alias_views
 from toolchain.passes.batch_steps import batch_steps
+from toolchain.passes.channels_last import channels_last
 from toolchain.passes.check_supported import check_supported
 from toolchain.passes.delegate_cpu import delegate_cpu
 from toolchain.passes.delegate_npu import delegate_npu
@@ -71,6 +76,7 @@ PASSES: list[Pass] = [
     add_scratch,
     delegate_npu,
     delegate_cpu,
+    channels_last,
     write_state,
     reuse_inputs,
     check_supported,

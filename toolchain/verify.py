@@ -42,7 +42,7 @@ def _problems(graph: Graph):
         for out in node.outputs:
             if out in defined:
                 yield f"node {i} {node.op} writes {out}, which is already defined"
-            defined.add(out)
+            defined.update((out, graph.storage_of(out)))
     for name in graph.outputs:
         if graph.storage_of(name) not in defined:
             yield f"graph output {name} is never written"
@@ -109,7 +109,8 @@ def _node_problems(graph: Graph, i: int, node: Node):
     for out in node.outputs:
         t = graph.tensors[out]
         if t.view_of is not None and not (t.view_of in read and t.is_contiguous
-                                          and t.offset == 0):
-            yield f"{where}: output {out} is a view but not a whole in-place input"
+                                          and t.offset == 0) and not graph.is_layout(out):
+            yield f"{where}: output {out} is a view but neither a whole in-place input nor " \
+                "its own storage in another dim order"
     if "supported" in graph.ensured and not node.out_names:
         yield f"{where}: not an out-variant call after check_supported"

@@ -95,6 +95,15 @@ def _owner(a: np.ndarray) -> np.ndarray:
         a = base
 
 
+def in_storage_order(a: np.ndarray) -> np.ndarray:
+    """``a`` with its dims permuted into the order its memory holds them (largest stride first),
+    where that makes it C-contiguous (a channels-last feature map: its (N, H, W, C) view);
+    else ``a``. An elementwise op over it runs numpy's contiguous loops."""
+    order = sorted(range(a.ndim), key=lambda d: -a.strides[d])
+    permuted = a.transpose(order)
+    return permuted if permuted.flags.c_contiguous else a
+
+
 def view_as(a: np.ndarray, shape: Sequence[int]) -> np.ndarray | None:
     """``a`` reshaped to ``shape`` as a view of its memory, or None where its strides cannot
     express that (a permuted or sliced layout): a reshape would copy, and a kernel that kept

@@ -6,6 +6,8 @@ summed in a different order than torch's (mkldnn) kernels, so float32 rounding d
 
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
 import pytest
 import torch
@@ -13,6 +15,7 @@ from kernel_harness import (
     check_op,
     check_rules,
     coarse,
+    peak_bytes,
     placeholder,
     planned_scratch,
     random,
@@ -21,6 +24,7 @@ from kernel_harness import (
     with_layout,
 )
 
+from runtime_py import kernels
 from runtime_py.kernels import KERNELS, nn
 from runtime_py.kernels._common import _pairs, gather_copier
 from runtime_py.kernels.nn import _conv_plan, _ConvPlan, conv_shape
@@ -165,6 +169,60 @@ def test_channels_last_bias(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The depthwise einsum and dense paths give the same bits whether they add the bias to
     their channels-last accumulator (CHANNELS_LAST_BIAS) or in the copy to out."""
     _same_both_ways(case, "CHANNELS_LAST_BIAS", monkeypatch)
+
+
+def _stored_channels_last(a: np.ndarray) -> np.ndarray:
+    """``a`` (N, C, H, W) as a view of a channels-last (N, H, W, C) copy."""
+    return np.ascontiguousarray(a.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+
+
+@pytest.mark.parametrize("budget", [None, 1])
+@pytest.mark.parametrize(("x_last", "out_last"), [(True, True), (True, False), (False, True)])
+@pytest.mark.parametrize("case", sorted(c for c in CONV_CASES if len(CONV_CASES[c][0]) == 4))
+def test_convolution_channels_last(case: str, x_last: bool, out_last: bool,
+                                   budget: int | None) -> None:
+    """Feature maps stored channels-last (as the channels_last pass lays them out) give
+    torch's results, in and out, with the scratch the kernel asks for (filled with NaN bytes)
+    or a budget below it (channel blocks and row tiles, which write the same out), at each
+    run; the planned paths allocate nothing output-sized."""
+    x_shape, w_shape, stride, padding, dilation, groups = CONV_CASES[case]
+    x, weight, bias = random(x_shape), random(w_shape), random((w_shape[0],))
+    want = aten.convolution.default(x, weight, bias, stride, padding, dilation, False,
+                                    [0, 0], groups).numpy()
+    args = {"input": x.numpy(), "weight": weight.numpy(), "bias": bias.numpy(),
+            "stride": tuple(stride), "padding": tuple(padding), "dilation": tuple(dilation),
+            "transposed": False, "output_padding": (0, 0), "groups": groups}
+    if x_last:
+        args["input"] = _stored_channels_last(args["input"])
+    out = np.full(want.shape, np.nan, np.float32)
+    out = _stored_channels_last(out) if out_last else out
+    kernel = KERNELS["aten::convolution.out"]
+    size = kernel.scratch(**{k: placeholder(v) for k, v in args.items()}, out=placeholder(out),
+                          **({} if budget is None else {"budget": budget}))
+    with mock.patch.object(kernels, "LONG_LOOP_BUFSIZE", 64):  # as kernel_harness.run_kernel
+        call = kernel.bind({**args, "out": out, "scratch": np.full(size, 0xFF, np.uint8)})
+    for _ in range(2):
+        call()
+        np.testing.assert_allclose(out, want, **CONV_TOL)
+    with np.errstate():
+        np.setbufsize(64)
+        assert peak_bytes(call) < max(4096, out.nbytes // 4)
+
+
+@pytest.mark.parametrize(("case", "depthwise_einsum", "out_last"), [
+    ("depthwise", True, True), ("depthwise-blocked-s2", True, True),
+    ("depthwise-dilated", False, False), ("1x1-narrowing", False, True), ("3x3", False, True),
+    ("grouped", False, False)])
+def test_channels_last_plans(case: str, depthwise_einsum: bool, out_last: bool) -> None:
+    """With its input and out stored channels-last, an undilated depthwise convolution of any
+    size is the channels-last einsum, accumulating in out itself (no accumulator); the
+    products of an ungrouped one write out as (positions, channels)."""
+    x_shape, w_shape, stride, padding, dilation, groups = CONV_CASES[case]
+    plan = _conv_plan(x_shape, w_shape, tuple(stride), tuple(padding), tuple(dilation), groups,
+                      None, True, (True, True))
+    assert plan.channels_last is depthwise_einsum
+    assert plan.out_last is out_last
+    assert (plan.work is None) is (depthwise_einsum or (plan.direct and not plan.ones))
 
 
 _GATHERS = {  # name -> (view of a (2, 3, 40) array, whether it copies as pairs)

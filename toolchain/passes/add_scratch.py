@@ -16,34 +16,51 @@ from typing import Any
 import numpy as np
 
 from runtime_py.kernels import KERNELS
-from toolchain.ir import SCRATCH_ARG, Graph, Ref, Tensor
+from toolchain.ir import SCRATCH_ARG, Graph, Node, Ref, Tensor
 
 
 def add_scratch(graph: Graph) -> Graph:
     """Apply the rewrite described in the module docstring."""
     for node in graph.nodes:
-        kernel = KERNELS.get(node.op)
-        if kernel is None or kernel.scratch is None or SCRATCH_ARG in node.args:
-            continue
-        budget = {} if graph.scratch_budget is None else {"budget": graph.scratch_budget}
-        nbytes = kernel.scratch(**{k: _placeholder(graph, v) for k, v in node.args.items()},
-                                **budget)
-        if nbytes > 0:
-            name = f"{node.outputs[0]}_scratch"
-            graph.tensors[name] = Tensor(name, (nbytes,), "uint8", "scratch")
-            node.args[SCRATCH_ARG] = Ref(name)
+        if SCRATCH_ARG not in node.args:
+            size_scratch(graph, node)
     graph.ensured.add("scratch_planned")
     return graph
+
+
+def size_scratch(graph: Graph, node: Node, at_least: int = 0) -> None:
+    """Give ``node`` the scratch its kernel asks for its arguments as they stand (at least
+    ``at_least`` bytes), or resize the one it has (dropped if it now needs none)."""
+    kernel = KERNELS.get(node.op)
+    if kernel is None or kernel.scratch is None:
+        return
+    budget = {} if graph.scratch_budget is None else {"budget": graph.scratch_budget}
+    args = {k: _placeholder(graph, v) for k, v in node.args.items() if k != SCRATCH_ARG}
+    nbytes = max(kernel.scratch(**args, **budget), at_least)
+    old = node.args.pop(SCRATCH_ARG, None)
+    if old is not None:
+        del graph.tensors[old.name]
+    if nbytes > 0:
+        name = f"{node.outputs[0]}_scratch"
+        graph.tensors[name] = Tensor(name, (nbytes,), "uint8", "scratch")
+        node.args[SCRATCH_ARG] = Ref(name)
 
 
 def _placeholder(graph: Graph, value: Any) -> Any:
     """Constants as their values (a kernel may size its workspace by a weight's layout; not in
     a symbolic export's samples, whose programs must agree at every size), other tensors as
-    zero-stride arrays of the right shape and dtype (no memory), lists as tuples."""
+    zero-stride arrays of the right shape and dtype (no memory), but a map stored in another
+    dim order (channels-last, ``Graph.is_layout``) as that view of an untouched array (its
+    pages are never written, so never committed), lists as tuples."""
     if isinstance(value, Ref):
         if graph.is_const(value.name) and graph.static_shapes:
             return graph.const_value(value.name)
         t = graph.tensors[value.name]
+        if graph.is_layout(t.name):
+            root = np.empty(graph.tensors[graph.storage_of(t.name)].shape, t.dtype)
+            item = root.itemsize
+            return np.lib.stride_tricks.as_strided(root.reshape(-1)[t.offset:], t.shape,
+                                                   [s * item for s in t.strides])
         return np.lib.stride_tricks.as_strided(np.zeros(1, t.dtype), t.shape, (0,) * len(t.shape))
     if isinstance(value, list):
         return [_placeholder(graph, v) for v in value] if any(
