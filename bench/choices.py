@@ -2,7 +2,7 @@
 
 Usage: python bench/choices.py [--choice einsum|columns|conv-rows|flat-columns|pair-casts|
        prefetch|dense-depthwise|shifted-depthwise|channels-last-bias|small-kernel|
-       channels-last]
+       channels-last|channels-last-binding]
        [--models convnext,cnn,...]
        [--runs 60] [--rounds 4] [--int8]
 
@@ -21,7 +21,9 @@ never one ``einsum`` per channel block over column-shifted copies; ``channels-la
 channels-last and dense depthwise paths add their bias while copying to out, not to their
 channels-last accumulator; ``small-kernel``: every block rule of OpenBLAS's small-matrix
 kernel, linear row blocks included, as on a BLAS with that kernel (on) and without (off);
-``channels-last``: no feature map stored channels-last at export (the ``channels_last`` pass).
+``channels-last``: no feature map stored channels-last at export (the ``channels_last`` pass);
+``channels-last-binding``: the maps stored so bound row-major at load (as where the BLAS has
+OpenBLAS's small-matrix kernel).
 ``columns`` and ``conv-rows`` are timed as if the BLAS had that kernel on both sides (the
 runtime makes no blocks where it lacks it). ``--int8`` quantizes the models (calibrated on
 their example inputs). Both programs run alternately in this process, which of them goes first
@@ -49,6 +51,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from runtime_py import program as program_module  # noqa: E402
 from runtime_py.kernels import _common, linalg, nn, quantized  # noqa: E402
 from runtime_py.program import Program  # noqa: E402
 from toolchain.passes import channels_last as layout_pass  # noqa: E402
@@ -64,7 +67,9 @@ SWITCHES = {"einsum": [(nn, "EINSUM_POSITIONS", 0)],
             "shifted-depthwise": [(nn, "SHIFTED_DEPTHWISE", False)],
             "channels-last-bias": [(nn, "CHANNELS_LAST_BIAS", False)],
             "small-kernel": [(linalg, "SMALL_KERNEL", False)],
-            "channels-last": [(layout_pass, "MIN_POSITIONS", 1 << 62)]}
+            "channels-last": [(layout_pass, "MIN_POSITIONS", 1 << 62)],
+            "channels-last-binding": [(program_module, "CHANNELS_LAST", False)],
+            "channels-last-groups": [(layout_pass, "ELEMENTWISE", frozenset())]}
 # choice -> the settings of both sides: the block rules act only with the small kernel
 BOTH = {choice: [(linalg, "SMALL_KERNEL", True)] for choice in ("columns", "conv-rows",
                                                                   "small-kernel")}

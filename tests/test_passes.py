@@ -273,9 +273,10 @@ class InvertedResidual(nn.Module):
 
 def test_channels_last_feature_maps(tmp_path):
     """The maps between convolutions around a depthwise one, of at least MIN_POSITIONS
-    positions, are stored channels-last (whole (N, H, W, C) views of roots of their own);
-    maps read by other ops, graph outputs, smaller maps and those of dilated or grouped
-    convolutions stay row-major; the program matches torch."""
+    positions, also those joined to them by elementwise ops, are stored channels-last (whole
+    (N, H, W, C) views of roots of their own); maps joined to a graph output (dw6's second
+    result, through sigmoid), smaller maps and those of dilated or grouped convolutions stay
+    row-major; the program matches torch."""
     from toolchain.passes.channels_last import MIN_POSITIONS
 
     result = run_both(InvertedResidual(), torch.randn(1, 3, 24, 24), tmp_path=tmp_path,
@@ -284,11 +285,13 @@ def test_channels_last_feature_maps(tmp_path):
     last = {n for n in graph.tensors if graph.is_layout(n)}
     producer = graph.producers()
     shapes = sorted(graph.tensors[n].shape for n in last)
-    assert shapes == [(1, 8, 12, 12), (1, 8, 12, 12), (1, 24, 6, 6), (1, 24, 12, 12)]
+    # stem, dw0, expand and dw; the residual block's project, dw6 and their sum, joined by add
+    assert shapes == [(1, 8, 6, 6)] * 3 + [(1, 8, 12, 12)] * 2 + [(1, 24, 6, 6), (1, 24, 12, 12)]
     for name in last:
         t, root = graph.tensors[name], graph.tensors[graph.tensors[name].view_of]
         assert root.shape == (t.shape[0], *t.shape[2:], t.shape[1]) and not root.view_of
-        assert producer[name].op in ("aten::convolution.out", "nee::convolution_act.out")
+        assert producer[name].op in ("aten::convolution.out", "nee::convolution_act.out",
+                                     "aten::add.out")
         assert t.shape[2] * t.shape[3] >= MIN_POSITIONS
 
 
@@ -349,7 +352,7 @@ def test_runtime_binds_channels_last_maps_as_its_blas_prefers(tmp_path, monkeypa
     monkeypatch.setattr(linalg, "SMALL_KERNEL", small_kernel)
     program = Program.load(tmp_path / "m.nee")
     views = layout_views(program.loaded.bundle)
-    assert len(views) == 4
+    assert len(views) == 7
     assert all(program.tensors[i].flags.c_contiguous is not relaid for i in views)
     with torch.no_grad():
         want = model(x)

@@ -6,10 +6,11 @@ import functools
 import math
 import operator
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
-from runtime_py.format import align
+from runtime_py.format import SCRATCH_ARGS, align
 
 FLOAT = frozenset({"float32"})
 NUMERIC = frozenset({"float32", "int64"})
@@ -95,13 +96,29 @@ def _owner(a: np.ndarray) -> np.ndarray:
         a = base
 
 
-def in_storage_order(a: np.ndarray) -> np.ndarray:
-    """``a`` with its dims permuted into the order its memory holds them (largest stride first),
-    where that makes it C-contiguous (a channels-last feature map: its (N, H, W, C) view);
-    else ``a``. An elementwise op over it runs numpy's contiguous loops."""
+def storage_order(a: np.ndarray) -> list[int] | None:
+    """The permutation of ``a``'s dims into the order its memory holds them (largest stride
+    first) where that makes it C-contiguous and ``a`` is not (a channels-last feature map:
+    (0, 2, 3, 1)); else None."""
     order = sorted(range(a.ndim), key=lambda d: -a.strides[d])
-    permuted = a.transpose(order)
-    return permuted if permuted.flags.c_contiguous else a
+    fits = not a.flags.c_contiguous and a.transpose(order).flags.c_contiguous
+    return order if fits else None
+
+
+def storage_ordered(args: dict[str, Any]) -> dict[str, Any]:
+    """An elementwise call's arguments with every tensor (not its workspace) permuted alike
+    into ``out``'s memory order (``storage_order``; the first tensor's without an out),
+    tensors of fewer dims first given leading 1s so that they broadcast as before; the
+    arguments as they are where that order is row-major (or a tensor has more dims than the
+    reference). The call then computes the same elements over contiguous views."""
+    tensors = {k: v for k, v in args.items() if isinstance(v, np.ndarray)
+               and k not in SCRATCH_ARGS}
+    ref = tensors.get("out", next(iter(tensors.values()), None))
+    order = None if ref is None else storage_order(ref)
+    if order is None or any(v.ndim > ref.ndim for v in tensors.values()):
+        return args
+    return {**args, **{k: v.reshape((1,) * (ref.ndim - v.ndim) + v.shape).transpose(order)
+                       for k, v in tensors.items() if v.ndim}}
 
 
 def view_as(a: np.ndarray, shape: Sequence[int]) -> np.ndarray | None:

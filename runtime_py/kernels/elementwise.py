@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -27,6 +28,7 @@ from runtime_py.kernels._common import (
     f32,
     like_self,
     out_shaped,
+    storage_ordered,
     view_as,
     workspace_bytes,
 )
@@ -574,8 +576,22 @@ def _inplace(fn: KernelFn, dtypes: frozenset[str], check: rules.Rule,
 
 def _prepared(prepare: Callable[..., Bound], dtypes: frozenset[str], check: rules.Rule,
               scratch: Callable[..., int] | None = None) -> Kernel:
-    """``_inplace`` for a kernel written as ``prepare``."""
-    return Kernel.prepared(prepare, dtypes, inplace=True, check=check, scratch=scratch)
+    """``_inplace`` for a kernel written as ``prepare``; it binds (and sizes its scratch) over
+    its arguments in out's memory order (``_over_storage``)."""
+    return Kernel.prepared(_over_storage(prepare), dtypes, inplace=True, check=check,
+                           scratch=scratch and _over_storage(scratch))
+
+
+def _over_storage(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` over ``storage_ordered`` arguments: an op over a channels-last map (a strided
+    (N, C, H, W) view) runs over its contiguous (N, H, W, C) view, where numpy's loops over
+    the strided one took up to 4x the time (hardswish over 24 x 24 x 24)."""
+
+    @functools.wraps(fn)
+    def ordered(**args: Any) -> Any:
+        return fn(**storage_ordered(args))
+
+    return ordered
 
 
 BLOCK_ELEMENTS = 32 * 1024  # unary chains run in blocks this big: their passes stay in cache
@@ -606,7 +622,8 @@ def _in_blocks(block: Callable[..., Bound], dtypes: frozenset[str], scratch: Cal
     def block_scratch(self: np.ndarray, **args: object) -> int:
         return scratch(_blocks(self)[0], **args)
 
-    return Kernel.prepared(prepare, dtypes, inplace=True, scratch=block_scratch, check=check)
+    return Kernel.prepared(_over_storage(prepare), dtypes, inplace=True,
+                           scratch=_over_storage(block_scratch), check=check)
 
 
 _COMPARISONS = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,

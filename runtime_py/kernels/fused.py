@@ -4,8 +4,8 @@
 kernel's key, e.g. ``"aten::relu.out"``) and the activation's own non-tensor arguments prefixed
 ``act_`` (e.g. ``act_min_val``). ``out`` may have another shape with as many elements as the
 base's output (a linear layer's 2-D result viewed as 3-D): the base writes it reshaped. The
-activation runs over out in its memory order (a channels-last out as (N, H, W, C)): every
-activation is elementwise. The scratch is the larger of the base's and the activation's; the
+activation runs over out in its memory order (a channels-last out as (N, H, W, C), as every
+elementwise kernel does). The scratch is the larger of the base's and the activation's; the
 activation reuses it once the base kernel is done with it.
 """
 
@@ -19,7 +19,7 @@ import numpy as np
 
 from runtime_py import kernels
 from runtime_py.kernels import Bound, Kernel, linalg, nn, then
-from runtime_py.kernels._common import FLOAT, NUMERIC, in_storage_order
+from runtime_py.kernels._common import FLOAT, NUMERIC
 
 _PREFIX = "act_"
 
@@ -59,15 +59,16 @@ def _fused(base: Kernel, dtypes: frozenset[str],
         if act.scratch is not None:
             act_args["scratch"] = scratch
         base_out = out.reshape(out_shape(**args), copy=False)  # out may be X reshaped
-        flat = in_storage_order(out)  # elementwise: over a channels-last out's storage order
         return then(base.bind({**args, "out": base_out}, check=False),
-                    act.bind({"self": flat, "out": flat, **act_args}, check=False))
+                    act.bind({"self": out, "out": out, **act_args}, check=False))
 
     def scratch(*, activation: str, **args: Any) -> int:
         act_args = _split(args)
         act = _activation(activation)
+        out = args.get("out")  # the toolchain passes it, in its layout
         dtype = next(v.dtype for v in args.values() if isinstance(v, np.ndarray))
-        placeholder = np.broadcast_to(np.zeros((), dtype), out_shape(**args))
+        placeholder = out if isinstance(out, np.ndarray) else np.broadcast_to(
+            np.zeros((), dtype), out_shape(**args))
         return max(base.scratch(**args) if base_scratch else 0,
                    act.scratch(self=placeholder, **act_args) if act.scratch else 0)
 

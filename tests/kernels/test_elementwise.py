@@ -519,3 +519,41 @@ def test_expanded_gate_read_at_each_run(where: str, layout: str) -> None:
     gate[...] = random(gate.shape).numpy()  # new values, in place
     call()
     np.testing.assert_array_equal(out, maps * gate)
+
+
+def _channels_last(a: np.ndarray) -> np.ndarray:
+    """``a`` (N, C, H, W) as a view of a channels-last (N, H, W, C) copy."""
+    return np.ascontiguousarray(a.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+
+
+# op, its other operands' shapes (None: unary) and extra arguments
+CHANNELS_LAST_OPS = {
+    "add": (aten.add.Tensor, [(2, 6, 5, 4)], {}),
+    "mul-by-channel": (aten.mul.Tensor, [(2, 6, 1, 1)], {}),
+    "sub-by-row": (aten.sub.Tensor, [(6, 1, 1)], {}),
+    "hardswish": (aten.hardswish.default, [], {}),
+    "silu": (aten.silu.default, [], {}),
+    "gelu": (aten.gelu.default, [], {"approximate": "tanh"}),
+    "hardtanh": (aten.hardtanh.default, [], {"min_val": 0.0, "max_val": 6.0}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CHANNELS_LAST_OPS))
+def test_channels_last_maps(name: str) -> None:
+    """Over a map stored channels-last (and other operands as they come), an elementwise
+    kernel writes a channels-last out with torch's values: it binds over the (N, H, W, C)
+    views, broadcasting operands of fewer dims as before, its scratch (NaN bytes) sized for
+    that order."""
+    op, others, extra = CHANNELS_LAST_OPS[name]
+    x, rest = random((2, 6, 5, 4)), [random(shape) for shape in others]
+    want = op(x, *rest, **extra).numpy()
+    key = canonical_name(out_variant(op))
+    kernel = KERNELS[key]
+    names = [a.name for a in out_variant(op)._schema.arguments if not a.kwarg_only][:1 + len(rest)]
+    args = {**dict(zip(names, [_channels_last(x.numpy()), *(r.numpy() for r in rest)],
+                       strict=True)), **extra}
+    out = _channels_last(np.full(want.shape, np.nan, np.float32))
+    size = kernel.scratch(**args, out=out) if kernel.scratch else 0
+    kernel.bind({**args, "out": out, **({"scratch": np.full(size, 0xFF, np.uint8)}
+                                        if kernel.scratch else {})})()
+    np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6)

@@ -1,12 +1,15 @@
 """Pass: store the feature maps around depthwise convolutions channels-last.
 
-Rewrites: a float32 (N, C, H, W) activation of at least MIN_POSITIONS positions per image that
-    a convolution writes and only convolutions read (as their input), each of them depthwise
-    (undilated) or ungrouped, at least one depthwise, becomes a whole view of a new root
-    ``<name>:nhwc`` of shape (N, H, W, C), with that layout's strides. The kernels see the
-    layout in the strides: a depthwise convolution then runs its channels-last ``einsum`` with
-    no transposing copy in or out, and the products of the others read or write (positions,
-    channels) matrices (``runtime_py.kernels.nn``). The layout is a choice the runtime may
+Rewrites: feature maps joined by elementwise ops (ELEMENTWISE: same-shaped operands and out)
+    form groups; a group whose maps are float32 (N, C, H, W) activations of at least
+    MIN_POSITIONS positions per image, each written by a convolution or an elementwise op and
+    read only by convolutions (as their input), elementwise ops and means over H and W, where
+    every convolution is depthwise (undilated) or ungrouped and one at least depthwise, has each
+    map become a whole view of a new root ``<name>:nhwc`` of shape (N, H, W, C), with that
+    layout's strides. The kernels see the layout in the strides: a depthwise convolution then
+    runs its channels-last ``einsum`` with no transposing copy in or out, the products of the
+    others read or write (positions, channels) matrices (``runtime_py.kernels.nn``), and
+    elementwise kernels run over the (N, H, W, C) views. The layout is a choice the runtime may
     decline (it then binds the map row-major over the same bytes, ``loader.layout_views``, where
     its BLAS loses in those orientations), so the scratch of the calls touched is sized again
     for the larger of the two layouts' needs (``add_scratch.size_scratch``).
@@ -17,8 +20,9 @@ Ensures: nothing later passes rely on.
 
 from __future__ import annotations
 
-from toolchain.ir import SCRATCH_ARG, Graph, Node, Ref, Tensor, contiguous_strides, refs
+from toolchain.ir import SCRATCH_ARG, Graph, Node, Tensor, contiguous_strides, refs
 from toolchain.passes.add_scratch import size_scratch
+from toolchain.passes.fuse_activation import ACTIVATIONS
 
 # Feature maps of fewer positions per image stay channels-first: there a product writing a
 # (positions, channels) matrix is slower than one writing (channels, positions) (1 thread,
@@ -26,7 +30,10 @@ from toolchain.passes.add_scratch import size_scratch
 # 0.9-1.06x), and such maps' depthwise layers are small.
 MIN_POSITIONS = 16
 
-CONVOLUTIONS = ("aten::convolution.out", "nee::convolution_act.out")
+CONVOLUTIONS = frozenset({"aten::convolution.out", "nee::convolution_act.out"})
+ELEMENTWISE = ACTIVATIONS | {f"aten::{op}.{overload}" for op in ("add", "sub", "mul", "div")
+                             for overload in ("out", "Scalar_out")}
+MEANS = frozenset({"aten::mean.out"})  # read a map: over H and W only
 
 
 def channels_last(graph: Graph) -> Graph:
@@ -34,46 +41,90 @@ def channels_last(graph: Graph) -> Graph:
     if not graph.static_shapes:  # one program for every size: no layout chosen for one
         return graph
     producers, readers = graph.producers(), graph.readers()
-    viewed = {t.view_of for t in graph.tensors.values()}
     touched: dict[int, Node] = {}
-    for name in [n for n, t in graph.tensors.items() if _candidate(graph, t, viewed)]:
-        nodes = [producers.get(name), *readers.get(name, [])]
-        if _eligible(graph, name, nodes):
-            _store_channels_last(graph, graph.tensors[name])
-            touched.update((id(node), node) for node in nodes)
+    for group in _groups(graph):
+        nodes = {id(n): n for name in group
+                 for n in [producers.get(name), *readers.get(name, [])] if n is not None}
+        if _eligible(graph, group, list(nodes.values()), producers):
+            for name in group:
+                _store_channels_last(graph, graph.tensors[name])
+            touched.update(nodes)
     for node in touched.values():  # enough for either layout: the runtime picks one
         old = node.args.get(SCRATCH_ARG)
         size_scratch(graph, node, graph.tensors[old.name].nbytes if old else 0)
     return graph
 
 
-def _candidate(graph: Graph, t: Tensor, viewed: set[str | None]) -> bool:
-    """A float32 4-D activation owning its storage, no view of it, not a graph output."""
-    return (t.kind == "activation" and t.dtype == "float32" and len(t.shape) == 4
-            and t.view_of is None and t.name not in viewed and t.name not in graph.outputs
-            and t.shape[2] * t.shape[3] >= MIN_POSITIONS)
+def _groups(graph: Graph) -> list[list[str]]:
+    """The 4-D tensors, grouped by the elementwise ops joining same-shaped ones."""
+    parent: dict[str, str] = {n: n for n, t in graph.tensors.items() if len(t.shape) == 4}
+
+    def root(name: str) -> str:
+        while parent[name] != name:
+            parent[name] = parent[parent[name]]
+            name = parent[name]
+        return name
+
+    for node in graph.nodes:
+        if node.op in ELEMENTWISE and node.outputs[0] in parent:
+            shape = graph.tensors[node.outputs[0]].shape
+            for name in _operands(node):
+                if graph.tensors[name].shape == shape:
+                    parent[root(name)] = root(node.outputs[0])
+    groups: dict[str, list[str]] = {}
+    for name in parent:
+        groups.setdefault(root(name), []).append(name)
+    return list(groups.values())
 
 
-def _eligible(graph: Graph, name: str, nodes: list[Node | None]) -> bool:
-    """Written by a convolution into out, read by convolutions as their input only, each
-    depthwise or ungrouped, one at least depthwise."""
-    producer, *readers = nodes
-    if producer is None or not readers or producer.args.get("out") != Ref(name):
+def _operands(node: Node) -> list[str]:
+    """The tensors a node reads (out arguments aside)."""
+    return [n for k, v in node.args.items() if k not in node.out_names for n in refs(v)]
+
+
+def _eligible(graph: Graph, group: list[str], nodes: list[Node],
+              producers: dict[str, Node]) -> bool:
+    """Candidate maps each written by a node, every node touching them taking the layout, one
+    of them a depthwise convolution."""
+    viewed = {t.view_of for t in graph.tensors.values()}
+    if not all(_candidate(graph, graph.tensors[n], viewed) and n in producers for n in group):
         return False
-    if any([k for k, v in r.args.items() if name in refs(v)] != ["input"] for r in readers):
-        return False
-    kinds = [_kind(graph, node) for node in nodes]
+    members = set(group)
+    kinds = [_role(graph, node, members) for node in nodes]
     return None not in kinds and "depthwise" in kinds
 
 
-def _kind(graph: Graph, node: Node) -> str | None:
-    """"depthwise" (undilated along W: the channels-last einsum's condition), "dense"
-    (ungrouped) or None: not a 2-D convolution, grouped, or dilated depthwise."""
-    if node.op not in CONVOLUTIONS or node.args.get("transposed"):
+def _candidate(graph: Graph, t: Tensor, viewed: set[str | None]) -> bool:
+    """A float32 4-D activation owning its storage, no view of it, not a graph output, of at
+    least MIN_POSITIONS positions per image."""
+    return (t.kind == "activation" and t.dtype == "float32" and t.view_of is None
+            and t.name not in viewed and t.name not in graph.outputs
+            and t.shape[2] * t.shape[3] >= MIN_POSITIONS)
+
+
+def _role(graph: Graph, node: Node, members: set[str]) -> str | None:
+    """How ``node`` takes the group's maps: "depthwise", "dense" (an ungrouped convolution),
+    "elementwise" or "mean"; None where it cannot (another op, a map as a convolution's
+    weight, a dilated or grouped convolution, a mean over other dims)."""
+    touching = {k for k, v in node.args.items() for n in refs(v) if n in members}
+    if node.op in ELEMENTWISE:
+        return "elementwise"
+    if node.op in MEANS:
+        dim = node.args.get("dim")
+        dims = {d % 4 for d in (dim if isinstance(dim, list | tuple) else (dim,))
+                if isinstance(d, int)}
+        return "mean" if touching == {"self"} and dims == {2, 3} else None
+    if node.op not in CONVOLUTIONS or not touching <= {"input", "out"}:
         return None
+    return _convolution_kind(graph, node)
+
+
+def _convolution_kind(graph: Graph, node: Node) -> str | None:
+    """"depthwise" (undilated along W: the channels-last einsum's condition), "dense"
+    (ungrouped) or None: not a 2-D convolution, transposed, grouped, or dilated depthwise."""
     x, out = (graph.tensors[node.args[k].name] for k in ("input", "out"))
     groups, dilation = node.args.get("groups", 1), node.args.get("dilation", (1,))
-    if len(x.shape) != 4:
+    if len(x.shape) != 4 or node.args.get("transposed"):
         return None
     if groups == 1:
         return "dense"
