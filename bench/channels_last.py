@@ -1,15 +1,14 @@
-"""What channels-last maps would buy an inverted-residual block, before any layout pass exists.
+"""What storing feature maps channels-last buys each convolution of mobilenet_v2, layer by layer.
 
-Usage: python bench/channels_last.py [--runs 400]
+Usage: python bench/channels_last.py [--runs 300]
 
-One mobilenet_v2 block (1x1 expand, relu6, 3x3 depthwise, relu6, 1x1 project) per shape, written
-in numpy by hand over NHWC maps, against NEE's NCHW program of the same block exported from torch,
-run alternately (1 thread, ``latency._paired_ms``). By hand: the 1x1 convolutions are
-(positions, C) @ (C, C') products, their bias added over rows of W x C values as a row tiled
-once; the depthwise convolution runs per tap over a padded buffer split into column phases (each
-tap a view of rows of W x C values), times the tap's weights tiled W times (the kernels'
-``nn.tap_mac``). Checks the hand-written block against torch first. Prints per shape the median
-per-pair ratio by hand / NEE (< 1: channels-last faster).
+Each of mobilenet_v2's kinds of layers (at 96 x 96 input: its stem, depthwise convolutions at
+stride 1 and 2, expanding and projecting 1x1 convolutions), bound by the runtime's fused
+convolution kernel with relu6 twice: over row-major maps, and with its input and out stored as
+the ``channels_last`` pass stores them (a depthwise convolution channels-last in and out, an
+expanding one out, a projecting one in). The two calls run alternately, 1 thread; prints
+each one's median microseconds and the ratio of the medians (< 1: channels-last faster). The
+outputs of the two are checked against each other first.
 """
 
 from __future__ import annotations
@@ -17,113 +16,94 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-import torch
-from torch import nn
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+sys.path.insert(0, str(ROOT))
 
-from latency import _paired_ms  # noqa: E402
+from runtime_py.kernels import KERNELS  # noqa: E402
+from runtime_py.threads import set_blas_threads  # noqa: E402
 
-from runtime_py.kernels.nn import tap_mac  # noqa: E402
-from runtime_py.program import Program  # noqa: E402
-from toolchain.export import export  # noqa: E402
-from toolchain.serialize.bundle import write_bundle  # noqa: E402
-
-# (in, expanded, out channels, input height = width, depthwise stride): mobilenet_v2's at 96 x 96
-SHAPES = [(16, 96, 24, 48, 2), (24, 144, 24, 24, 1), (24, 144, 32, 24, 2), (32, 192, 32, 12, 1),
-          (64, 384, 64, 6, 1)]
-LOW, HIGH = np.float32(0), np.float32(6)
-
-
-class Block(nn.Module):
-    def __init__(self, cin: int, ce: int, cout: int, stride: int) -> None:
-        super().__init__()
-        torch.manual_seed(0)
-        self.e, self.p = nn.Conv2d(cin, ce, 1), nn.Conv2d(ce, cout, 1)
-        self.d = nn.Conv2d(ce, ce, 3, stride, 1, groups=ce)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.p(torch.clamp(self.d(torch.clamp(self.e(x), 0, 6)), 0, 6))
+# name -> (input shape, weight shape, stride, input channels-last, out channels-last)
+LAYERS = {
+    "stem 3 -> 32 s2": ((1, 3, 96, 96), (32, 3, 3, 3), 2, False, True),
+    "depthwise 32 x 48 x 48": ((1, 32, 48, 48), (32, 1, 3, 3), 1, True, True),
+    "project 32 -> 16 over 48 x 48": ((1, 32, 48, 48), (16, 32, 1, 1), 1, True, False),
+    "expand 16 -> 96 over 48 x 48": ((1, 16, 48, 48), (96, 16, 1, 1), 1, False, True),
+    "depthwise 96 x 48 x 48 s2": ((1, 96, 48, 48), (96, 1, 3, 3), 2, True, True),
+    "project 96 -> 24 over 24 x 24": ((1, 96, 24, 24), (24, 96, 1, 1), 1, True, False),
+    "expand 24 -> 144 over 24 x 24": ((1, 24, 24, 24), (144, 24, 1, 1), 1, False, True),
+    "depthwise 144 x 24 x 24": ((1, 144, 24, 24), (144, 1, 3, 3), 1, True, True),
+    "depthwise 144 x 24 x 24 s2": ((1, 144, 24, 24), (144, 1, 3, 3), 2, True, True),
+    "depthwise 192 x 12 x 12": ((1, 192, 12, 12), (192, 1, 3, 3), 1, True, True),
+    "expand 64 -> 384 over 6 x 6": ((1, 64, 6, 6), (384, 64, 1, 1), 1, False, True),
+    "depthwise 384 x 6 x 6": ((1, 384, 6, 6), (384, 1, 3, 3), 1, True, True),
+    "project 384 -> 64 over 6 x 6": ((1, 384, 6, 6), (64, 384, 1, 1), 1, True, False),
+    "depthwise 576 x 6 x 6 s2": ((1, 576, 6, 6), (576, 1, 3, 3), 2, True, True),
+}
 
 
-def by_hand(block: Block, x: np.ndarray, stride: int) -> Callable[[], np.ndarray]:
-    """The block over x's NHWC copy: a call returning the (positions, out channels) result."""
-    _, cin, hw, _ = x.shape
-    ce, ho = block.e.out_channels, (hw - 1) // stride + 1
-    w = {k: v.detach().numpy() for k, v in block.state_dict().items()}
-    we, wp = w["e.weight"][:, :, 0, 0].T.copy(), w["p.weight"][:, :, 0, 0].T.copy()
-    xin = np.ascontiguousarray(x[0].transpose(1, 2, 0)).reshape(hw * hw, cin)
-    expanded = np.empty((hw, hw, ce), np.float32)
-    cols = ho + (2 + stride) // stride - 1
-    buf = np.zeros(((ho - 1) * stride + 3, stride, cols, ce), np.float32)
-    acc, prod = np.empty((2, ho, ho * ce), np.float32)
-    out = np.empty((ho * ho, block.p.out_channels), np.float32)
-    taps = [(buf[i:i + (ho - 1) * stride + 1:stride, j % stride, j // stride:j // stride + ho]
-             .reshape(ho, ho * ce), np.tile(w["d.weight"][:, 0, i, j], ho))
-            for i in range(3) for j in range(3)]
-    fills = []
-    for q in range(stride):  # phase q holds padded columns b * stride + q (input column - 1)
-        source = np.arange(cols) * stride + q - 1
-        b0, b1 = np.flatnonzero((source >= 0) & (source < hw))[[0, -1]]
-        fills.append((buf[1:1 + hw, q, b0:b1 + 1], expanded[:, source[b0]:source[b1] + 1:stride]))
-    rows_e, rows_o = expanded.reshape(hw, hw * ce), out.reshape(ho, -1)
-    bias_e, bias_d = np.tile(w["e.bias"], hw), np.tile(w["d.bias"], ho)
-    bias_p = np.tile(w["p.bias"], ho)
-
-    def fill() -> None:
-        for dst, src in fills:
-            dst[...] = src
-
-    depthwise = tap_mac(fill, [t for t, _ in taps], [wt for _, wt in taps], acc, prod)
-
-    def run() -> np.ndarray:
-        np.matmul(xin, we, expanded.reshape(hw * hw, ce))
-        np.add(rows_e, bias_e, rows_e)
-        np.clip(rows_e, LOW, HIGH, rows_e)
-        depthwise()
-        np.add(acc, bias_d, acc)
-        np.clip(acc, LOW, HIGH, acc)
-        np.matmul(acc.reshape(ho * ho, ce), wp, out)
-        np.add(rows_o, bias_p, rows_o)
-        return out
-
-    return run
+def stored_channels_last(a: np.ndarray) -> np.ndarray:
+    """``a`` (N, C, H, W) as a view of a channels-last (N, H, W, C) copy."""
+    return np.ascontiguousarray(a.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
 
 
-def compare(shape: tuple[int, ...], runs: int, folder: Path) -> str:
-    cin, ce, cout, hw, stride = shape
-    block = Block(cin, ce, cout, stride).eval()
-    x = torch.randn(1, cin, hw, hw)
-    write_bundle(export(block, (x,)), folder / "block.nee")
-    program, arrays = Program.load(folder / "block.nee", threads=1), x.numpy()
-    hand = by_hand(block, arrays, stride)
-    with torch.no_grad():
-        want = block(x).numpy()[0]
-    ho = want.shape[-1]
-    np.testing.assert_allclose(hand().reshape(ho, ho, cout).transpose(2, 0, 1), want,
-                               rtol=1e-4, atol=1e-4)
-    nee_ms, hand_ms, ratios = _paired_ms(lambda: program.run(arrays), hand, runs)
-    return (f"{cin:3d} -> {ce:3d} -> {cout:3d} over {hw:2d} x {hw:2d}, stride {stride}: "
-            f"by hand / NEE {statistics.median(ratios):.3f} (NEE {nee_ms * 1e3:.0f} us, "
-            f"by hand {hand_ms * 1e3:.0f} us)")
+def bound(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, stride: int,
+          out: np.ndarray) -> Callable[[], None]:
+    """The fused convolution + relu6 call over these arrays, with the scratch it asks for."""
+    kernel = KERNELS["nee::convolution_act.out"]
+    k = weight.shape[2]
+    args = {"input": x, "weight": weight, "bias": bias, "stride": (stride,) * 2,
+            "padding": (k // 2,) * 2, "dilation": (1, 1), "transposed": False,
+            "output_padding": (0, 0), "groups": 1 if weight.shape[1] > 1 else weight.shape[0],
+            "activation": "aten::hardtanh.out", "act_min_val": 0.0, "act_max_val": 6.0}
+    scratch = np.empty(kernel.scratch(**args, out=out), np.uint8)
+    return kernel.bind({**args, "out": out, "scratch": scratch})
+
+
+def sides(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: int, x_last: bool,
+          out_last: bool) -> tuple[list[Callable[[], None]], list[np.ndarray]]:
+    """The row-major and the channels-last call of one layer, and their outs."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(x_shape, dtype=np.float32)
+    weight = rng.standard_normal(w_shape, dtype=np.float32)
+    bias = rng.standard_normal(w_shape[0], dtype=np.float32)
+    size = (x_shape[2] + 2 * (w_shape[2] // 2) - w_shape[2]) // stride + 1
+    outs = [np.empty((1, w_shape[0], size, size), np.float32) for _ in range(2)]
+    if out_last:
+        outs[1] = stored_channels_last(outs[1])
+    inputs = [x, stored_channels_last(x) if x_last else x]
+    return [bound(i, weight, bias, stride, o) for i, o in zip(inputs, outs, strict=True)], outs
+
+
+def paired_us(calls: list[Callable[[], None]], runs: int) -> list[float]:
+    """Median microseconds of each call, run alternately."""
+    times: list[list[float]] = [[], []]
+    for _ in range(runs):
+        for call, spent in zip(calls, times, strict=True):
+            start = time.perf_counter()
+            call()
+            spent.append(time.perf_counter() - start)
+    return [statistics.median(t) * 1e6 for t in times]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=400)
+    parser.add_argument("--runs", type=int, default=300)
     args = parser.parse_args()
-    from threadpoolctl import threadpool_limits
-
-    np.setbufsize(512)
-    with threadpool_limits(1), tempfile.TemporaryDirectory() as tmp:
-        for shape in SHAPES:
-            print(compare(shape, args.runs, Path(tmp)))
+    set_blas_threads(1)
+    print(f"{'layer':32s} {'row-major us':>12s} {'channels-last us':>16s} {'ratio':>6s}")
+    for name, layer in LAYERS.items():
+        calls, outs = sides(*layer)
+        for call in calls:
+            call()
+        np.testing.assert_allclose(outs[1], outs[0], rtol=1e-4, atol=1e-4)
+        first, last = paired_us(calls, args.runs)
+        print(f"{name:32s} {first:12.1f} {last:16.1f} {last / first:6.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,8 @@ channels-last accumulator; ``small-kernel``: every block rule of OpenBLAS's smal
 kernel, linear row blocks included, as on a BLAS with that kernel (on) and without (off);
 ``channels-last``: no feature map stored channels-last at export (the ``channels_last`` pass);
 ``channels-last-binding``: the maps stored so bound row-major at load (as where the BLAS has
-OpenBLAS's small-matrix kernel).
+OpenBLAS's small-matrix kernel); ``channels-last-groups``: only maps between convolutions
+channels-last, none joined to them by elementwise ops.
 ``columns`` and ``conv-rows`` are timed as if the BLAS had that kernel on both sides (the
 runtime makes no blocks where it lacks it). ``--int8`` quantizes the models (calibrated on
 their example inputs). Both programs run alternately in this process, which of them goes first

@@ -142,8 +142,8 @@ class _ConvPlan:
     # row if ``ones``; a 1x1 convolution's input copy with it; depthwise: accumulator and
     # product runs
     depthwise: bool
-    tile: int  # output rows per im2col matmul, or channels per depthwise block (all of them
-    # unless a budget forced tiles)
+    tile: int  # output rows per im2col matmul or depthwise einsum band, or channels per
+    # depthwise block (all of them unless a budget or the block bytes forced tiles)
     channels_last: bool = False  # depthwise einsum: ``padded`` and the ``work`` accumulator
     # have the channels last
     ones: bool = False  # the columns end in a row of ones that the bias, appended to the
@@ -278,9 +278,13 @@ def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: IntLi
     if depthwise:
         q, p = math.prod(hw), math.prod(out_hw)
         if any(layout) and dilation[1] == 1:
-            plan = _ConvPlan(win, out_shape, pads, _column_phases(n, c, win),
-                             None if layout[1] else (n, out_hw[0], out_hw[1] * c),
-                             depthwise=True, tile=c, channels_last=True, out_last=layout[1])
+            acc = None if layout[1] else (n, out_hw[0], out_hw[1] * c)
+            room = DEPTHWISE_BLOCK_BYTES if budget is None else budget - workspace_bytes(
+                *(((acc, "float32"),) if acc else ()))
+            rows = _band_rows(n, c, win, room - WORKSPACE_ALIGN)
+            plan = _ConvPlan(win, out_shape, pads, _column_phases(n, c, win, rows), acc,
+                             depthwise=True, tile=rows, channels_last=True,
+                             out_last=layout[1])
             if budget is None or plan.nbytes <= budget:
                 return plan
         if DENSE_DEPTHWISE and q <= DENSE_POSITIONS * kh * kw and p * q * c * 4 <= DENSE_BYTES:
@@ -290,8 +294,8 @@ def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: IntLi
                 return plan
         if n * p <= EINSUM_POSITIONS * c * kh * kw and dilation[1] == 1:
             plan = _ConvPlan(win, out_shape, pads, _column_phases(n, c, win),
-                             (n, out_hw[0], out_hw[1] * c), depthwise=True, tile=c,
-                             channels_last=True)
+                             (n, out_hw[0], out_hw[1] * c), depthwise=True,
+                             tile=out_hw[0], channels_last=True)
             if budget is None or plan.nbytes <= budget:
                 return plan
         room = DEPTHWISE_BLOCK_BYTES if budget is None else min(budget, DEPTHWISE_BLOCK_BYTES)
@@ -325,11 +329,21 @@ def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: IntLi
                      out_last=layout[1] and groups == 1)
 
 
-def _column_phases(n: int, c: int, win: _Window) -> tuple[int, ...]:
-    """The (N, rows, stride_w, columns, C) channels-last buffer of ``_depthwise_einsum``:
-    phase q holds the padded input's columns b * stride_w + q, as many as the windows read."""
+def _column_phases(n: int, c: int, win: _Window, rows: int | None = None
+                   ) -> tuple[int, ...]:
+    """The (N, rows, stride_w, columns, C) channels-last buffer of ``_depthwise_einsum`` for
+    ``rows`` output rows (all of them by default): phase q holds the padded input's columns
+    b * stride_w + q, as many as the windows read."""
     (kh, kw), (sh, sw), (dh, _), (ho, wo) = win.kernel, win.stride, win.dilation, win.out_hw
-    return (n, (ho - 1) * sh + (kh - 1) * dh + 1, sw, wo + -(-kw // sw) - 1, c)
+    return (n, ((rows or ho) - 1) * sh + (kh - 1) * dh + 1, sw, wo + -(-kw // sw) - 1, c)
+
+
+def _band_rows(n: int, c: int, win: _Window, room: int) -> int:
+    """Output rows per band of ``_depthwise_einsum`` whose buffer fits ``room`` bytes (at
+    least one row, at most all)."""
+    (kh, _), (sh, _), (dh, _), (ho, _) = win.kernel, win.stride, win.dilation, win.out_hw
+    row = math.prod(_column_phases(n, c, win, 1)[2:]) * n * 4  # bytes of one input row
+    return max(1, min(ho, (room // row - (kh - 1) * dh - 1) // sh + 1))
 
 
 def _phase_planes(lead: Sequence[int], win: _Window) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -479,37 +493,46 @@ def _tap_sum(fill: Bound, taps: Sequence[np.ndarray], weights: Sequence[np.ndarr
 def _depthwise_einsum(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
                       plan: _ConvPlan, scratch: np.ndarray | None, out: np.ndarray) -> Bound:
     """One einsum over a channels-last copy of the padded input, its columns split into
-    stride_w phases (``_column_phases``): every tap of an output row then reads one contiguous
-    run of out_w x C values, which numpy multiplies by the tap's weights tiled out_w times (made
-    once, at load; taps past the kernel's width have zero weights) and accumulates; the
-    accumulator is copied (plus the bias) to out, or is out itself where out is stored
-    channels-last (``plan.out_last``). Width dilation 1 only."""
+    stride_w phases (``_column_phases``), per band of ``plan.tile`` output rows whose copy
+    fits the block bytes (``_band_rows``): every tap of an output row then reads one
+    contiguous run of out_w x C values, which numpy multiplies by the tap's weights tiled out_w
+    times (made once, at load; taps past the kernel's width have zero weights) and
+    accumulates; the accumulator is copied (plus the bias) to out, or is out itself where out
+    is stored channels-last (``plan.out_last``). Width dilation 1 only."""
     ws = Workspace(scratch)
     buf = ws.take(plan.padded, out.dtype)
     acc = last_rows(out) if plan.out_last else ws.take(plan.work, out.dtype)
-    n, _, sw, _, c = plan.padded
-    (kh, kw), (sh, _), (dh, _), (ho, wo) = (plan.win.kernel, plan.win.stride,
-                                            plan.win.dilation, plan.win.out_hw)
-    taps = -(-kw // sw)
-    tiled = np.zeros((kh, taps, sw, wo, c), out.dtype)
+    _, _, sw, _, c = plan.padded
+    (_, kw), wo = plan.win.kernel, plan.win.out_hw[1]
+    tiled = np.zeros((plan.win.kernel[0], -(-kw // sw), sw, wo, c), out.dtype)
     for j in range(kw):
         tiled[:, j // sw, j % sw] = weight[:, 0, :, j].T[:, None, :]
-    tiled = tiled.reshape(kh, taps, sw, wo * c)
-    s_n, s_row, s_phase, s_col, s_c = buf.strides
+    tiled = tiled.reshape(*tiled.shape[:3], wo * c)
+    bands = [_einsum_band(x, tiled, plan.win, buf, acc[:, o:o + plan.tile], o)
+             for o in range(0, plan.win.out_hw[0], plan.tile)]
+    return run_all(*bands, _from_channels_last(acc, bias, out, plan.out_last))
+
+
+def _einsum_band(x: np.ndarray, tiled: np.ndarray, win: _Window, buf: np.ndarray,
+                 acc: np.ndarray, first: int) -> Bound:
+    """``_depthwise_einsum`` over the output rows ``acc`` (N, rows, out_w x C) from ``first``
+    on: the input rows they read copied into the head of ``buf`` (zero padding around), then
+    the einsum."""
+    n, rows, width = acc.shape
+    (kh, _), (sh, sw), (dh, _), (ph, pw) = win.kernel, win.stride, win.dilation, win.padding
+    band = buf[:, :(rows - 1) * sh + (kh - 1) * dh + 1]
+    s_n, s_row, s_phase, s_col, s_c = band.strides
     windows = np.lib.stride_tricks.as_strided(
-        buf, (n, ho, kh, taps, sw, wo * c), (s_n, sh * s_row, dh * s_row, s_col, s_phase, s_c),
-        writeable=False)
-    (ph, pw) = plan.win.padding
-    fills = [_phase_fill(x, buf[:, :, q].transpose(0, 3, 1, 2), (-ph, q - pw), (1, sw))
-             for q in range(sw)]
-    finish = _from_channels_last(acc, bias, out, plan.out_last)
+        band, (n, rows, kh, tiled.shape[1], sw, width),
+        (s_n, sh * s_row, dh * s_row, s_col, s_phase, s_c), writeable=False)
+    fills = [_phase_fill(x, band[:, :, q].transpose(0, 3, 1, 2), (first * sh - ph, q - pw),
+                         (1, sw)) for q in range(sw)]
 
     def run() -> None:
-        buf.fill(0)
+        band.fill(0)
         for dst, src in fills:
             np.copyto(dst, src)
         np.einsum("nhijqx,ijqx->nhx", windows, tiled, out=acc)
-        finish()
 
     return run
 

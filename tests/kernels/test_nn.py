@@ -225,6 +225,22 @@ def test_channels_last_plans(case: str, depthwise_einsum: bool, out_last: bool) 
     assert (plan.work is None) is (depthwise_einsum or (plan.direct and not plan.ones))
 
 
+def test_channels_last_einsum_bands() -> None:
+    """Over channels-last maps the depthwise einsum works in bands of output rows whose
+    buffer fits DEPTHWISE_BLOCK_BYTES (under a budget, what it leaves), one band where all fit;
+    test_convolution_channels_last checks the results of both."""
+    def plan(case: str, budget: int | None = None) -> _ConvPlan:
+        x_shape, w_shape, stride, padding, dilation, groups = CONV_CASES[case]
+        return _conv_plan(x_shape, w_shape, tuple(stride), tuple(padding), tuple(dilation),
+                          groups, budget, True, (True, True))
+
+    banded, whole = plan("depthwise-blocked-s2"), plan("depthwise")
+    assert 1 < banded.tile < banded.out_shape[2] and banded.nbytes <= nn.DEPTHWISE_BLOCK_BYTES
+    assert whole.tile == whole.out_shape[2]
+    budgeted = plan("depthwise-blocked-s2", 100_000)
+    assert budgeted.channels_last and budgeted.tile < banded.tile and budgeted.nbytes <= 100_000
+
+
 _GATHERS = {  # name -> (view of a (2, 3, 40) array, whether it copies as pairs)
     "even-columns": (lambda a: a[..., ::2], True),
     "rows-odd-columns": (lambda a: a[:, :2, 1::2], True),
