@@ -728,8 +728,7 @@ def _products(x: np.ndarray, w: np.ndarray, plan: _ConvPlan, groups: int,
         if cols is None and groups == 1 and channels_last(x):
             cols = last_rows(x).reshape(n, -1, x.shape[1]).transpose(0, 2, 1)[:, None]
         if cols is None:  # a permuted input: reshaped (copied) at each run
-            dst = out.reshape((n, groups, -1, shape[-1]), copy=False)
-            return lambda: np.matmul(w, x.reshape(shape), dst)
+            return lambda: into(x.reshape(shape), out)()
         return into(cols, out)
     depth, tile = work.shape[1] - plan.ones, work.shape[-2]
     fill = functools.partial(work[:, depth].fill, 1) if plan.ones else _nothing
