@@ -115,9 +115,10 @@ class Kernel:
 
     ``inplace``: ``out`` may be the very array passed as one of its same-shaped tensor inputs
     (the toolchain then lets the output reuse a dying input's buffer). ``scratch``: called at
-    export with the call's arguments (tensors as zero-stride placeholder arrays of the right
-    shape/dtype, no out/scratch), returns the workspace bytes the kernel wants; the kernel then
-    receives a planned uint8 ``scratch`` array of that size and must not allocate its own.
+    export with the call's arguments (tensors, out included, as zero-stride placeholder arrays
+    of the right shape/dtype, but maps stored in another dim order as strided views in that
+    order; no scratch), returns the workspace bytes the kernel wants; the kernel then receives
+    a planned uint8 ``scratch`` array of that size and must not allocate its own.
     ``check``: the shape and dtype rule (module docstring), run by ``bind``; ``fn`` does not
     check.
     """
