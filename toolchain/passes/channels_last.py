@@ -43,11 +43,13 @@ def channels_last(graph: Graph) -> Graph:
     if not graph.static_shapes:  # one program for every size: no layout chosen for one
         return graph
     producers, readers = graph.producers(), graph.readers()
+    viewed = {t.view_of for t in graph.tensors.values()}
     touched: dict[int, Node] = {}
     for group in _groups(graph):
         nodes = {id(n): n for name in group
                  for n in [producers.get(name), *readers.get(name, [])] if n is not None}
-        if _eligible(graph, group, list(nodes.values()), producers):
+        if all(_candidate(graph, graph.tensors[n], viewed) and n in producers for n in group) \
+                and _eligible(graph, group, list(nodes.values())):
             for name in group:
                 _store_channels_last(graph, graph.tensors[name])
             touched.update(nodes)
@@ -58,7 +60,8 @@ def channels_last(graph: Graph) -> Graph:
 
 
 def _groups(graph: Graph) -> list[list[str]]:
-    """The 4-D tensors, grouped by the elementwise ops joining same-shaped ones."""
+    """The 4-D tensors, grouped by the elementwise ops joining same-shaped ones (a group with
+    an input, constant or state among them stays as it is)."""
     parent: dict[str, str] = {n: n for n, t in graph.tensors.items() if len(t.shape) == 4}
 
     def root(name: str) -> str:
@@ -84,13 +87,9 @@ def _operands(node: Node) -> list[str]:
     return [n for k, v in node.args.items() if k not in node.out_names for n in refs(v)]
 
 
-def _eligible(graph: Graph, group: list[str], nodes: list[Node],
-              producers: dict[str, Node]) -> bool:
-    """Candidate maps each written by a node, every node touching them taking the layout, one
-    of them a depthwise convolution."""
-    viewed = {t.view_of for t in graph.tensors.values()}
-    if not all(_candidate(graph, graph.tensors[n], viewed) and n in producers for n in group):
-        return False
+def _eligible(graph: Graph, group: list[str], nodes: list[Node]) -> bool:
+    """Every node touching the group's maps takes the layout, one of them a depthwise
+    convolution."""
     members = set(group)
     kinds = [_role(graph, node, members) for node in nodes]
     return None not in kinds and "depthwise" in kinds
