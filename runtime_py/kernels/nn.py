@@ -279,8 +279,8 @@ def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: IntLi
         q, p = math.prod(hw), math.prod(out_hw)
         if any(layout) and dilation[1] == 1:
             acc = None if layout[1] else (n, out_hw[0], out_hw[1] * c)
-            room = DEPTHWISE_BLOCK_BYTES if budget is None else budget - workspace_bytes(
-                *(((acc, "float32"),) if acc else ()))
+            room = DEPTHWISE_BLOCK_BYTES if budget is None else budget - (
+                workspace_bytes((acc, "float32")) if acc else 0)
             rows = _band_rows(n, c, win, room - WORKSPACE_ALIGN)
             plan = _ConvPlan(win, out_shape, pads, _column_phases(n, c, win, rows), acc,
                              depthwise=True, tile=rows, channels_last=True,

@@ -13,6 +13,7 @@ from kernel_harness import (
     coarse,
     out_variant,
     random,
+    stored_channels_last,
     to_kernel_arg,
     with_layout,
 )
@@ -521,11 +522,6 @@ def test_expanded_gate_read_at_each_run(where: str, layout: str) -> None:
     np.testing.assert_array_equal(out, maps * gate)
 
 
-def _channels_last(a: np.ndarray) -> np.ndarray:
-    """``a`` (N, C, H, W) as a view of a channels-last (N, H, W, C) copy."""
-    return np.ascontiguousarray(a.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
-
-
 # op, its other operands' shapes (None: unary) and extra arguments
 CHANNELS_LAST_OPS = {
     "add": (aten.add.Tensor, [(2, 6, 5, 4)], {}),
@@ -550,9 +546,9 @@ def test_channels_last_maps(name: str) -> None:
     key = canonical_name(out_variant(op))
     kernel = KERNELS[key]
     names = [a.name for a in out_variant(op)._schema.arguments if not a.kwarg_only][:1 + len(rest)]
-    args = {**dict(zip(names, [_channels_last(x.numpy()), *(r.numpy() for r in rest)],
+    args = {**dict(zip(names, [stored_channels_last(x.numpy()), *(r.numpy() for r in rest)],
                        strict=True)), **extra}
-    out = _channels_last(np.full(want.shape, np.nan, np.float32))
+    out = stored_channels_last(np.full(want.shape, np.nan, np.float32))
     size = kernel.scratch(**args, out=out) if kernel.scratch else 0
     kernel.bind({**args, "out": out, **({"scratch": np.full(size, 0xFF, np.uint8)}
                                         if kernel.scratch else {})})()

@@ -20,6 +20,7 @@ from kernel_harness import (
     planned_scratch,
     random,
     run_kernel,
+    stored_channels_last,
     to_kernel_arg,
     with_layout,
 )
@@ -171,11 +172,6 @@ def test_channels_last_bias(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
     _same_both_ways(case, "CHANNELS_LAST_BIAS", monkeypatch)
 
 
-def _stored_channels_last(a: np.ndarray) -> np.ndarray:
-    """``a`` (N, C, H, W) as a view of a channels-last (N, H, W, C) copy."""
-    return np.ascontiguousarray(a.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
-
-
 @pytest.mark.parametrize("budget", [None, 1])
 @pytest.mark.parametrize(("x_last", "out_last"), [(True, True), (True, False), (False, True)])
 @pytest.mark.parametrize("case", sorted(c for c in CONV_CASES if len(CONV_CASES[c][0]) == 4))
@@ -193,9 +189,9 @@ def test_convolution_channels_last(case: str, x_last: bool, out_last: bool,
             "stride": tuple(stride), "padding": tuple(padding), "dilation": tuple(dilation),
             "transposed": False, "output_padding": (0, 0), "groups": groups}
     if x_last:
-        args["input"] = _stored_channels_last(args["input"])
+        args["input"] = stored_channels_last(args["input"])
     out = np.full(want.shape, np.nan, np.float32)
-    out = _stored_channels_last(out) if out_last else out
+    out = stored_channels_last(out) if out_last else out
     kernel = KERNELS["aten::convolution.out"]
     size = kernel.scratch(**{k: placeholder(v) for k, v in args.items()}, out=placeholder(out),
                           **({} if budget is None else {"budget": budget}))

@@ -56,11 +56,10 @@ def _placeholder(graph: Graph, value: Any) -> Any:
         if graph.is_const(value.name) and graph.static_shapes:
             return graph.const_value(value.name)
         t = graph.tensors[value.name]
-        if graph.is_layout(t.name):
-            root = np.empty(graph.tensors[graph.storage_of(t.name)].shape, t.dtype)
-            item = root.itemsize
-            return np.lib.stride_tricks.as_strided(root.reshape(-1)[t.offset:], t.shape,
-                                                   [s * item for s in t.strides])
+        if graph.is_layout(t.name):  # a whole view: offset 0
+            root = np.empty(graph.tensors[t.view_of].shape, t.dtype)
+            return np.lib.stride_tricks.as_strided(root, t.shape,
+                                                   [s * root.itemsize for s in t.strides])
         return np.lib.stride_tricks.as_strided(np.zeros(1, t.dtype), t.shape, (0,) * len(t.shape))
     if isinstance(value, list):
         return [_placeholder(graph, v) for v in value] if any(

@@ -20,7 +20,15 @@ Ensures: nothing later passes rely on.
 
 from __future__ import annotations
 
-from toolchain.ir import SCRATCH_ARG, Graph, Node, Tensor, contiguous_strides, refs
+from toolchain.ir import (
+    SCRATCH_ARG,
+    Graph,
+    Node,
+    Tensor,
+    contiguous_strides,
+    node_inputs,
+    refs,
+)
 from toolchain.passes.add_scratch import size_scratch
 from toolchain.passes.fuse_activation import ACTIVATIONS
 
@@ -73,18 +81,13 @@ def _groups(graph: Graph) -> list[list[str]]:
     for node in graph.nodes:
         if node.op in ELEMENTWISE and node.outputs[0] in parent:
             shape = graph.tensors[node.outputs[0]].shape
-            for name in _operands(node):
+            for name in node_inputs(node):
                 if graph.tensors[name].shape == shape:
                     parent[root(name)] = root(node.outputs[0])
     groups: dict[str, list[str]] = {}
     for name in parent:
         groups.setdefault(root(name), []).append(name)
     return list(groups.values())
-
-
-def _operands(node: Node) -> list[str]:
-    """The tensors a node reads (out arguments aside)."""
-    return [n for k, v in node.args.items() if k not in node.out_names for n in refs(v)]
 
 
 def _eligible(graph: Graph, group: list[str], nodes: list[Node]) -> bool:
@@ -111,9 +114,7 @@ def _role(graph: Graph, node: Node, members: set[str]) -> str | None:
     if node.op in ELEMENTWISE:
         return "elementwise"
     if node.op in MEANS:
-        dim = node.args.get("dim")
-        dims = {d % 4 for d in (dim if isinstance(dim, list | tuple) else (dim,))
-                if isinstance(d, int)}
+        dims = {d % 4 for d in _values(node.args.get("dim")) if isinstance(d, int)}
         return "mean" if touching == {"self"} and dims == {2, 3} else None
     if node.op not in CONVOLUTIONS or not touching <= {"input", "out"}:
         return None
@@ -129,9 +130,13 @@ def _convolution_kind(graph: Graph, node: Node) -> str | None:
         return None
     if groups == 1:
         return "dense"
-    undilated = all(d == 1 for d in (dilation if isinstance(dilation, list | tuple)
-                                     else (dilation,)))
+    undilated = all(d == 1 for d in _values(dilation))
     return "depthwise" if groups == x.shape[1] == out.shape[1] and undilated else None
+
+
+def _values(value: object) -> tuple:
+    """An int-list argument as a tuple (one value as a tuple of one)."""
+    return tuple(value) if isinstance(value, list | tuple) else (value,)
 
 
 def _store_channels_last(graph: Graph, t: Tensor) -> None:
