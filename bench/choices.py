@@ -1,8 +1,8 @@
 """What one kernel choice buys in a whole model: the model run with it on and off.
 
 Usage: python bench/choices.py [--choice einsum|columns|conv-rows|flat-columns|pair-casts|
-       prefetch|dense-depthwise|shifted-depthwise|channels-last-bias|small-kernel|
-       channels-last|channels-last-binding]
+       prefetch|vector-prefetch|vector-bias|dense-depthwise|shifted-depthwise|
+       channels-last-bias|small-kernel|channels-last|channels-last-binding|channels-last-groups]
        [--models convnext,cnn,...]
        [--runs 60] [--rounds 4] [--int8]
 
@@ -14,8 +14,11 @@ loaded with its setting: as is, and with the choice switched off. The choices, o
 over few positions never in row blocks; ``flat-columns``: stride-1 convolutions' columns (float
 and int8) always from the input padded in 2-D; ``pair-casts``: stride-2 gathers (phase planes,
 im2col columns) always as strided copies; ``prefetch``: no convolution's weight streamed
-into the caches before its product; ``dense-depthwise``: no depthwise convolution as one
-``einsum`` over a dense matrix of its weights; ``shifted-depthwise``: stride-1 depthwise
+into the caches before its product; ``vector-prefetch``: no convolution over one output position
+(a matrix-vector product) has its weight prefetched (on: every such one has, whatever the
+BLAS); ``vector-bias``: those convolutions add their bias by a ones row, as over more
+positions; ``dense-depthwise``: no depthwise convolution as one ``einsum`` over a dense
+matrix of its weights; ``shifted-depthwise``: stride-1 depthwise
 convolutions over many positions per tap as a multiply and an add per tap over phase planes,
 never one ``einsum`` per channel block over column-shifted copies; ``channels-last-bias``: the
 channels-last and dense depthwise paths add their bias while copying to out, not to their
@@ -64,6 +67,8 @@ SWITCHES = {"einsum": [(nn, "EINSUM_POSITIONS", 0)],
             "flat-columns": [(nn, "FLAT_COLUMNS", False)],
             "pair-casts": [(_common, "PAIR_CASTS", False)],
             "prefetch": [(nn, "PREFETCH_BYTES", 0)],
+            "vector-bias": [(nn, "VECTOR_POSITIONS", 0)],
+            "vector-prefetch": [(nn, "PREFETCH_VECTORS", False)],
             "dense-depthwise": [(nn, "DENSE_DEPTHWISE", False)],
             "shifted-depthwise": [(nn, "SHIFTED_DEPTHWISE", False)],
             "channels-last-bias": [(nn, "CHANNELS_LAST_BIAS", False)],
@@ -72,8 +77,9 @@ SWITCHES = {"einsum": [(nn, "EINSUM_POSITIONS", 0)],
             "channels-last-binding": [(program_module, "CHANNELS_LAST", False)],
             "channels-last-groups": [(layout_pass, "ELEMENTWISE", frozenset())]}
 # choice -> the settings of both sides: the block rules act only with the small kernel
-BOTH = {choice: [(linalg, "SMALL_KERNEL", True)] for choice in ("columns", "conv-rows",
-                                                                  "small-kernel")}
+BOTH = {**{choice: [(linalg, "SMALL_KERNEL", True)] for choice in ("columns", "conv-rows",
+                                                                     "small-kernel")},
+        "vector-prefetch": [(nn, "PREFETCH_VECTORS", True)]}
 
 
 @contextlib.contextmanager

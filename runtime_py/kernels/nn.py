@@ -222,6 +222,25 @@ SHIFTED_DEPTHWISE = True
 # 0.997; the outputs are the same bits.
 CHANNELS_LAST_BIAS = True
 
+# A convolution over at most VECTOR_POSITIONS output positions per image (a squeeze-excite
+# block's, over a 1 x 1 map) multiplies its weight by a vector. Its bias is one add over the
+# few outputs, not a ones row copied under the input (BIAS_IN_PRODUCT): whole models, on / off
+# (``bench/choices.py --choice vector-bias``, 6 rounds of 60 pairs, the Zen 3 machine of the
+# README) mobilenet_v3_large 0.971, mobilenet_v3_small and efficientnet_b0 0.988. BLAS's
+# matrix-vector product reads the weight once, in order; whether the dot before it
+# (``prefetches``) still pays depends on the machine (PREFETCH_VECTORS).
+VECTOR_POSITIONS = 1
+
+# Whether a convolution's weight is prefetched before a matrix-vector product too. None: where
+# numpy's BLAS has OpenBLAS's small-matrix kernel (``linalg.small_kernel``, its AVX-512 cores),
+# as measured on such a machine (without the dot / with it: mobilenet_v3_small 1.025,
+# mobilenet_v3_large 1.036, efficientnet_b0 0.994), and not with the Haswell kernels (the Zen 3
+# machine, ``--choice vector-prefetch``, 6 rounds of 60 pairs, with it / without:
+# mobilenet_v3_large 1.034, mobilenet_v3_small 1.017, efficientnet_b0 1.008, mobilenet_v2 (no
+# such layer) 0.994). Alone, cache-warm, with both changes and a fused hardsigmoid: 64 -> 240
+# 12.7 -> 10.5 us, 144 -> 576 27.8 -> 19.0 us.
+PREFETCH_VECTORS: bool | None = None
+
 # A (non-grouped) convolution's bias is added by its product: the weight gains the bias as a
 # last column and the columns a last row of ones. numpy adds a per-channel (C, 1, 1) bias at
 # half its speed for a same-shaped operand (the broadcast operand is buffered), and the bias row
@@ -310,7 +329,8 @@ def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: IntLi
         padded, run = _phase_planes((n, tile), win)
         return _ConvPlan(win, out_shape, pads, padded, (2, *run), depthwise=True, tile=tile)
     direct = (kh, kw) == (1, 1) and pads is None and stride == (1, 1)
-    ones = BIAS_IN_PRODUCT and bias and groups == 1 and (not direct or c <= o)
+    ones = BIAS_IN_PRODUCT and bias and groups == 1 and (not direct or c <= o) and \
+        math.prod(out_hw) > VECTOR_POSITIONS
     flat = not direct and flat_columns(win)
     if flat:
         padded = flat_shape(x_shape, win)
@@ -710,7 +730,9 @@ def prefetches(positions: int, weights: Sequence[np.ndarray]) -> list[Bound]:
     """The calls streaming a convolution's ``weights`` into the caches before its products
     over ``positions`` output positions per image (PREFETCH_BYTES): one dot of each weight
     with itself, which reads it in order at memory speed; none for more positions or bytes."""
-    if positions > BLOCKED_POSITIONS or sum(w.nbytes for w in weights) > PREFETCH_BYTES:
+    vectors = linalg.small_kernel() if PREFETCH_VECTORS is None else PREFETCH_VECTORS
+    if positions > BLOCKED_POSITIONS or sum(w.nbytes for w in weights) > PREFETCH_BYTES or \
+            (positions <= VECTOR_POSITIONS and not vectors):
         return []
     rows = [view_as(w, (1, w.size)) for w in weights]
     return [functools.partial(np.dot, r, r.T, np.empty((1, 1), r.dtype))

@@ -42,6 +42,8 @@ CONV_CASES = {
     "1x1": ((2, 16, 5, 5), (24, 16, 1, 1), [1, 1], [0, 0], [1, 1], 1),
     "1x1-narrowing": ((1, 24, 5, 5), (16, 24, 1, 1), [1, 1], [0, 0], [1, 1], 1),
     "1x1-stride2": ((1, 16, 8, 8), (8, 16, 1, 1), [2, 2], [0, 0], [1, 1], 1),
+    # one position per image (a squeeze-excite gate): matrix-vector products (VECTOR_POSITIONS)
+    "1x1-vector": ((2, 16, 1, 1), (24, 16, 1, 1), [1, 1], [0, 0], [1, 1], 1),
     "grouped": ((1, 8, 7, 7), (12, 2, 3, 3), [1, 1], [1, 1], [1, 1], 4),
     # stride 1, as wide as the input: columns from a flat copy (FLAT_COLUMNS)
     "5x3-rows-unpadded": ((2, 3, 6, 8), (4, 3, 3, 5), [1, 1], [0, 2], [1, 1], 1),
@@ -118,15 +120,31 @@ def test_convolution_under_a_scratch_budget(case: str, budget: int) -> None:
 
 @pytest.mark.parametrize(("case", "ones"), [("3x3", True), ("7x7-stem", True), ("1x1", True),
                                             ("1x1-stride2", True), ("conv1d", True),
-                                            ("1x1-narrowing", False), ("grouped", False)])
+                                            ("1x1-narrowing", False), ("grouped", False),
+                                            ("1x1-vector", False)])
 def test_bias_in_the_product(case: str, ones: bool) -> None:
     """An ungrouped convolution with a bias adds it in its product (a ones row under the
-    columns), a 1x1 one only if it has no more input than output channels; none without a
-    bias."""
+    columns), a 1x1 one only if it has no more input than output channels and more than one
+    output position; none without a bias."""
     x_shape, w_shape, stride, padding, dilation, groups = CONV_CASES[case]
     key = (x_shape, w_shape, tuple(stride), tuple(padding), tuple(dilation), groups, None)
     assert _conv_plan(*key, True).ones is ones
     assert not _conv_plan(*key, False).ones
+
+
+@pytest.mark.parametrize("vectors", [False, True])
+def test_weights_prefetched_over_few_positions(vectors: bool,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A weight is streamed into the caches (one dot with itself) before its product over
+    2..BLOCKED_POSITIONS output positions, if it has at most PREFETCH_BYTES; before a
+    matrix-vector product (one position) only with PREFETCH_VECTORS; never before a product
+    over more positions."""
+    monkeypatch.setattr(nn, "PREFETCH_VECTORS", vectors)
+    w = np.ones((64, 16), np.float32)
+    positions = (1, 2, 9, nn.BLOCKED_POSITIONS, nn.BLOCKED_POSITIONS + 1)
+    assert [len(nn.prefetches(p, [w])) for p in positions] == [int(vectors), 1, 1, 1, 0]
+    big = np.ones(nn.PREFETCH_BYTES // 4 + 1, np.float32)
+    assert nn.prefetches(9, [big]) == []
 
 
 FLAT = {"3x3", "grouped", "conv1d", "5x3-rows-unpadded", "kernel-wider-than-input"}
