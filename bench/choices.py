@@ -1,33 +1,33 @@
 """What one kernel choice buys in a whole model: the model run with it on and off.
 
 Usage: python bench/choices.py [--choice einsum|columns|conv-rows|flat-columns|pair-casts|
-       prefetch|vector-prefetch|vector-bias|dense-depthwise|shifted-depthwise|
+       leading-tiles|prefetch|vector-prefetch|vector-bias|dense-depthwise|shifted-depthwise|
        channels-last-bias|small-kernel|channels-last|channels-last-binding|channels-last-groups]
        [--models convnext,cnn,...]
        [--runs 60] [--rounds 4] [--int8]
 
-Kernels choose their algorithm when a program is loaded (``Kernel.prepared``), and the scratch
-it needs and a linear layer's weight layout at export, so each model is exported twice and
-loaded with its setting: as is, and with the choice switched off. The choices, off:
-``einsum``: depthwise convolutions per tap over phase planes only, never one ``einsum``;
-``columns``: convolution products never in column blocks; ``conv-rows``: convolution weights
-over few positions never in row blocks; ``flat-columns``: stride-1 convolutions' columns (float
-and int8) always from the input padded in 2-D; ``pair-casts``: stride-2 gathers (phase planes,
-im2col columns) always as strided copies; ``prefetch``: no convolution's weight streamed
-into the caches before its product; ``vector-prefetch``: no convolution over one output position
-(a matrix-vector product) has its weight prefetched (on: every such one has, whatever the
-BLAS); ``vector-bias``: those convolutions add their bias by a ones row, as over more
-positions; ``dense-depthwise``: no depthwise convolution as one ``einsum`` over a dense
-matrix of its weights; ``shifted-depthwise``: stride-1 depthwise
-convolutions over many positions per tap as a multiply and an add per tap over phase planes,
-never one ``einsum`` per channel block over column-shifted copies; ``channels-last-bias``: the
-channels-last and dense depthwise paths add their bias while copying to out, not to their
-channels-last accumulator; ``small-kernel``: every block rule of OpenBLAS's small-matrix
-kernel, linear row blocks included, as on a BLAS with that kernel (on) and without (off);
-``channels-last``: no feature map stored channels-last at export (the ``channels_last`` pass);
-``channels-last-binding``: the maps stored so bound row-major at load (as where the BLAS has
-OpenBLAS's small-matrix kernel); ``channels-last-groups``: only maps between convolutions
-channels-last, none joined to them by elementwise ops.
+Kernels choose their algorithm when a program is loaded (``Kernel.prepared``), and the scratch it
+needs and a linear layer's weight layout at export, so each model is exported twice and loaded with
+its setting: as is, and with the choice switched off. The choices, off: ``einsum``: depthwise
+convolutions per tap over phase planes only, never one ``einsum``; ``columns``: convolution
+products never in column blocks; ``conv-rows``: convolution weights over few positions never in row
+blocks; ``flat-columns``: stride-1 convolutions' columns (float and int8) always from the input
+padded in 2-D; ``pair-casts``: stride-2 gathers (phase planes, im2col columns) always as strided
+copies; ``leading-tiles``: a per-channel operand of an elementwise op over a channels-last map
+broadcast by numpy, never tiled first; ``prefetch``: no convolution's weight streamed into the
+caches before its product; ``vector-prefetch``: no convolution over one output position (a
+matrix-vector product) has its weight prefetched (on: every such one has, whatever the BLAS);
+``vector-bias``: those convolutions add their bias by a ones row, as over more positions;
+``dense-depthwise``: no depthwise convolution as one ``einsum`` over a dense matrix of its weights;
+``shifted-depthwise``: stride-1 depthwise convolutions over many positions per tap as a multiply
+and an add per tap over phase planes, never one ``einsum`` per channel block over column-shifted
+copies; ``channels-last-bias``: the channels-last and dense depthwise paths add their bias while
+copying to out, not to their channels-last accumulator; ``small-kernel``: every block rule of
+OpenBLAS's small-matrix kernel, linear row blocks included, as on a BLAS with that kernel (on) and
+without (off); ``channels-last``: no feature map stored channels-last at export (the
+``channels_last`` pass); ``channels-last-binding``: the maps stored so bound row-major at load (as
+where the BLAS has OpenBLAS's small-matrix kernel); ``channels-last-groups``: only maps between
+convolutions channels-last, none joined to them by elementwise ops.
 ``columns`` and ``conv-rows`` are timed as if the BLAS had that kernel on both sides (the
 runtime makes no blocks where it lacks it). ``--int8`` quantizes the models (calibrated on
 their example inputs). Both programs run alternately in this process, which of them goes first
@@ -56,7 +56,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from runtime_py import program as program_module  # noqa: E402
-from runtime_py.kernels import _common, linalg, nn, quantized  # noqa: E402
+from runtime_py.kernels import _common, elementwise, linalg, nn, quantized  # noqa: E402
 from runtime_py.program import Program  # noqa: E402
 from toolchain.passes import channels_last as layout_pass  # noqa: E402
 
@@ -66,6 +66,7 @@ SWITCHES = {"einsum": [(nn, "EINSUM_POSITIONS", 0)],
             "conv-rows": [(nn, "BLOCKED_POSITIONS", 0)],
             "flat-columns": [(nn, "FLAT_COLUMNS", False)],
             "pair-casts": [(_common, "PAIR_CASTS", False)],
+            "leading-tiles": [(elementwise, "LEADING_TILES", False)],
             "prefetch": [(nn, "PREFETCH_BYTES", 0)],
             "vector-bias": [(nn, "VECTOR_POSITIONS", 0)],
             "vector-prefetch": [(nn, "PREFETCH_VECTORS", False)],

@@ -1,25 +1,26 @@
 """Median latency of the NEE numpy runtime vs torch eager, per model, at 1 and 2 threads.
 
 Usage: python bench/latency.py [--models a,b] [--tier] [--runs N] [--profile] [--executorch]
+                               [--threads 1,2]
 ``--tier`` times the real-model tier, or the ``--models`` named there (tests/models/tier.py: HF
 transformers models and the in-project CNNs; the target there is NEE/torch <= 1.0 on each). Each
 thread count runs in a fresh subprocess (BLAS/OpenMP thread pools are fixed at start-up; NEE is
-loaded with ``threads=N``, its thread policy: at 2 it falls back to 1 thread while that is
-faster, see runtime_py/threads.py), with NEE and torch eager measured in that same process on
-the same inputs, run for run alternately. Prints the median of the per-pair ratios NEE / torch
-and their quartiles (lower is better; the target is <= 1.5 on mobilenet_v2, resnet18 and
-transformer) and, with --profile, the per-op breakdown of the slowest model. With --executorch
-(needs ``pip install executorch==1.5.1``) the peer runtime is timed too: its portable CPU
-kernels (the same role as NEE's numpy kernels) and its XNNPACK delegate (ET-xnnpack/NEE:
-paired run for run with NEE's numpy program, the median of the per-pair ratios). With
---xnnpack, NEE's XNNPACK delegate (the model exported for board rpi5, whose recipe names it;
-LiteRT runs the partitions) is timed too, paired with the numpy program run for run: its ms
-and numpy/xnnpack (> 1: the delegate faster); with --openvino, the same partitions run by
-OpenVINO (runtime_py/backends/openvino.py), likewise; with --fastest, run by whichever of the
-two was faster on each partition at load (runtime_py/backends/fastest.py; its choice is printed
-after the table), likewise; with any of them and --executorch,
-ET-xnnpack / NEE-best (NEE's fastest backend for the board, timed run for run beside
-ExecuTorch's XNNPACK delegate: the median of the per-pair ratios, >= 1: NEE as fast or faster).
+loaded with ``threads=N``, its thread policy: at 2 it falls back to 1 thread while that is faster,
+see runtime_py/threads.py), with NEE and torch eager measured in that same process on the same
+inputs, run for run alternately (``--threads``: which counts, default 1 and 2). Prints the median
+of the per-pair ratios NEE / torch and their quartiles (lower is better; the target is <= 1.5 on
+mobilenet_v2, resnet18 and transformer) and, with --profile, the per-op breakdown of the slowest
+model. With --executorch (needs ``pip install executorch==1.5.1``) the peer runtime is timed too:
+its portable CPU kernels (the same role as NEE's numpy kernels) and its XNNPACK delegate
+(ET-xnnpack/NEE: paired run for run with NEE's numpy program, the median of the per-pair ratios).
+With --xnnpack, NEE's XNNPACK delegate (the model exported for board rpi5, whose recipe names it;
+LiteRT runs the partitions) is timed too, paired with the numpy program run for run: its ms and
+numpy/xnnpack (> 1: the delegate faster); with --openvino, the same partitions run by OpenVINO
+(runtime_py/backends/openvino.py), likewise; with --fastest, run by whichever of the two was faster
+on each partition at load (runtime_py/backends/fastest.py; its choice is printed after the table),
+likewise; with any of them and --executorch, ET-xnnpack / NEE-best (NEE's fastest backend for the
+board, timed run for run beside ExecuTorch's XNNPACK delegate: the median of the per-pair ratios,
+>= 1: NEE as fast or faster).
 """
 
 from __future__ import annotations
@@ -203,8 +204,16 @@ def main() -> None:
     parser.add_argument("--fastest", action="store_true",
                         help="time the same partitions run by the faster of LiteRT and OpenVINO "
                         "on each, chosen at load, too")
+    parser.add_argument("--threads", default=",".join(map(str, THREADS)),
+                        help="comma-separated thread counts (default: 1,2)")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    try:
+        counts = [int(n) for n in args.threads.split(",")]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        parser.error(f"--threads {args.threads!r}: comma-separated counts >= 1 expected")
     models = args.models.split(",") if args.models else MODELS
     if args.tier:
         from toolchain.modules import load_file
@@ -217,7 +226,7 @@ def main() -> None:
     if args.child:
         print(json.dumps(measure(models, args.runs, args.child, args.executorch, engines)))
         return
-    rows = [row for n in THREADS
+    rows = [row for n in counts
             for row in _run_child(models, args.runs, n, args.executorch, engines)]
     peer = " ET-portable/NEE ET-xnnpack/NEE" if args.executorch else ""
     peer += "".join(f" NEE-{e} ms numpy/{e}" for e in engines)

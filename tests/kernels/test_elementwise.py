@@ -522,6 +522,32 @@ def test_expanded_gate_read_at_each_run(where: str, layout: str) -> None:
     np.testing.assert_array_equal(out, maps * gate)
 
 
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div"])
+@pytest.mark.parametrize("with_scratch", [True, False])
+@pytest.mark.parametrize("gate_first", [False, True])
+def test_channel_row_over_channels_last_maps_is_tiled(op: str, with_scratch: bool,
+                                                      gate_first: bool) -> None:
+    """A (1, C, 1, 1) gate over a channels-last map is one short run repeated at every
+    position of the map's storage: with the scratch the kernel asks for (one W x C row, less
+    than out) it is tiled into it at each run and combined with rows of W x C values; without,
+    numpy broadcasts it. Either way the values are the broadcast's, bit for bit, and a new
+    gate is read at the next run."""
+    kernel = KERNELS[f"aten::{op}.out"]
+    maps = stored_channels_last(random((1, 16, 12, 10)).numpy())
+    gate = random((1, 16, 1, 1)).numpy() + 1
+    args = {"self": gate, "other": maps} if gate_first else {"self": maps, "other": gate}
+    ufunc = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide}[op]
+    out = stored_channels_last(np.empty(maps.shape, np.float32))
+    need = kernel.scratch(**args, out=out)
+    assert 10 * 16 * 4 <= need < out.nbytes
+    call = kernel.bind({**args, "out": out,
+                        "scratch": np.zeros(need, np.uint8) if with_scratch else None})
+    for _ in range(2):
+        call()
+        np.testing.assert_array_equal(out, ufunc(args["self"], args["other"]))
+        gate[...] = random(gate.shape).numpy() + 1  # new values, in place
+
+
 # op, its other operands' shapes (None: unary) and extra arguments
 CHANNELS_LAST_OPS = {
     "add": (aten.add.Tensor, [(2, 6, 5, 4)], {}),
