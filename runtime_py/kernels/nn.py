@@ -729,7 +729,8 @@ def _grouped(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, plan: _
 def prefetches(positions: int, weights: Sequence[np.ndarray]) -> list[Bound]:
     """The calls streaming a convolution's ``weights`` into the caches before its products
     over ``positions`` output positions per image (PREFETCH_BYTES): one dot of each weight
-    with itself, which reads it in order at memory speed; none for more positions or bytes."""
+    with itself, which reads it in order at memory speed; none for more positions or bytes,
+    nor before a matrix-vector product unless the machine gains from it (PREFETCH_VECTORS)."""
     vectors = linalg.small_kernel() if PREFETCH_VECTORS is None else PREFETCH_VECTORS
     if positions > BLOCKED_POSITIONS or sum(w.nbytes for w in weights) > PREFETCH_BYTES or \
             (positions <= VECTOR_POSITIONS and not vectors):
