@@ -105,9 +105,9 @@ def _expanded(ufunc: np.ufunc, operands: tuple[np.ndarray, ...], out: np.ndarray
     if len(operands) != 2 or out.dtype != np.float32:
         return None
     for i, (a, other) in enumerate((operands, operands[::-1])):
-        rows = _trailing_rows(a.shape, out.shape)
         if other.shape != out.shape:
             continue
+        rows = _trailing_rows(a.shape, out.shape)
         if rows is None:
             tiled = _tiled(ufunc, a, other, out, scratch, i)
             if tiled is not None:

@@ -731,13 +731,18 @@ def prefetches(positions: int, weights: Sequence[np.ndarray]) -> list[Bound]:
     over ``positions`` output positions per image (PREFETCH_BYTES): one dot of each weight
     with itself, which reads it in order at memory speed; none for more positions or bytes,
     nor before a matrix-vector product unless the machine gains from it (PREFETCH_VECTORS)."""
-    vectors = linalg.small_kernel() if PREFETCH_VECTORS is None else PREFETCH_VECTORS
     if positions > BLOCKED_POSITIONS or sum(w.nbytes for w in weights) > PREFETCH_BYTES or \
-            (positions <= VECTOR_POSITIONS and not vectors):
+            (positions <= VECTOR_POSITIONS and not _prefetch_vectors()):
         return []
     rows = [view_as(w, (1, w.size)) for w in weights]
     return [functools.partial(np.dot, r, r.T, np.empty((1, 1), r.dtype))
             for r in rows if r is not None]
+
+
+def _prefetch_vectors() -> bool:
+    """Whether weights are prefetched before matrix-vector products (PREFETCH_VECTORS, or the
+    BLAS)."""
+    return linalg.small_kernel() if PREFETCH_VECTORS is None else PREFETCH_VECTORS
 
 
 def _products(x: np.ndarray, w: np.ndarray, plan: _ConvPlan, groups: int,
