@@ -2,7 +2,8 @@
 
 Usage: python bench/choices.py [--choice einsum|columns|conv-rows|flat-columns|pair-casts|
        leading-tiles|prefetch|vector-prefetch|vector-bias|dense-depthwise|shifted-depthwise|
-       channels-last-bias|small-kernel|channels-last|channels-last-binding|channels-last-groups]
+       channels-last-bias|zero-margins|small-kernel|channels-last|channels-last-binding|
+       channels-last-groups]
        [--models convnext,cnn,...]
        [--runs 60] [--rounds 4] [--int8]
 
@@ -22,12 +23,14 @@ matrix-vector product) has its weight prefetched (on: every such one has, whatev
 ``shifted-depthwise``: stride-1 depthwise convolutions over many positions per tap as a multiply
 and an add per tap over phase planes, never one ``einsum`` per channel block over column-shifted
 copies; ``channels-last-bias``: the channels-last and dense depthwise paths add their bias while
-copying to out, not to their channels-last accumulator; ``small-kernel``: every block rule of
-OpenBLAS's small-matrix kernel, linear row blocks included, as on a BLAS with that kernel (on) and
-without (off); ``channels-last``: no feature map stored channels-last at export (the
-``channels_last`` pass); ``channels-last-binding``: the maps stored so bound row-major at load (as
-where the BLAS has OpenBLAS's small-matrix kernel); ``channels-last-groups``: only maps between
-convolutions channels-last, none joined to them by elementwise ops.
+copying to out, not to their channels-last accumulator; ``zero-margins``: the channels-last
+depthwise einsum zeroes its whole band buffer at each run, not only its padding;
+``small-kernel``: every block rule of OpenBLAS's small-matrix kernel, linear row blocks
+included, as on a BLAS with that kernel (on) and without (off); ``channels-last``: no feature
+map stored channels-last at export (the ``channels_last`` pass); ``channels-last-binding``: the
+maps stored so bound row-major at load (as where the BLAS has OpenBLAS's small-matrix kernel);
+``channels-last-groups``: only maps between convolutions channels-last, none joined to them by
+elementwise ops.
 ``columns`` and ``conv-rows`` are timed as if the BLAS had that kernel on both sides (the
 runtime makes no blocks where it lacks it). ``--int8`` quantizes the models (calibrated on
 their example inputs). Both programs run alternately in this process, which of them goes first
@@ -73,6 +76,7 @@ SWITCHES = {"einsum": [(nn, "EINSUM_POSITIONS", 0)],
             "dense-depthwise": [(nn, "DENSE_DEPTHWISE", False)],
             "shifted-depthwise": [(nn, "SHIFTED_DEPTHWISE", False)],
             "channels-last-bias": [(nn, "CHANNELS_LAST_BIAS", False)],
+            "zero-margins": [(nn, "ZERO_MARGINS", False)],
             "small-kernel": [(linalg, "SMALL_KERNEL", False)],
             "channels-last": [(layout_pass, "MIN_POSITIONS", 1 << 62)],
             "channels-last-binding": [(program_module, "CHANNELS_LAST", False)],

@@ -222,6 +222,16 @@ SHIFTED_DEPTHWISE = True
 # 0.997; the outputs are the same bits.
 CHANNELS_LAST_BIAS = True
 
+# The channels-last depthwise einsum zeroes only its band buffer's padding at each run, not the
+# whole band (``_band_margins``; the input's copies overwrite the rest), unless the padding is
+# more than MARGIN_SHARE of it (small maps: then one fill is cheaper than several). Alone, 1
+# thread, margins / whole band (9 rounds): stride-2 layers of mobilenet_v2 0.92-0.95x, its
+# stride-1 ones 0.96-1.0x. Whole models, on / off (``bench/choices.py --choice zero-margins``,
+# 6 rounds of 60 pairs, the Zen 3 machine): mobilenet_v2 0.992, efficientnet_b0 0.993,
+# mobilenet_v3_small 0.995; the same bits.
+ZERO_MARGINS = True
+MARGIN_SHARE = 0.5
+
 # A convolution over at most VECTOR_POSITIONS output positions per image (a squeeze-excite
 # block's, over a 1 x 1 map) multiplies its weight by a vector. Its bias is one add over the
 # few outputs, not a ones row copied under the input (BIAS_IN_PRODUCT): whole models, on / off
@@ -547,14 +557,33 @@ def _einsum_band(x: np.ndarray, tiled: np.ndarray, win: _Window, buf: np.ndarray
         (s_n, sh * s_row, dh * s_row, s_col, s_phase, s_c), writeable=False)
     fills = [_phase_fill(x, band[:, :, q].transpose(0, 3, 1, 2), (first * sh - ph, q - pw),
                          (1, sw)) for q in range(sw)]
+    margins = _band_margins(x.shape[2:], band, (first * sh - ph, -pw))
 
     def run() -> None:
-        band.fill(0)
+        for margin in margins:
+            margin.fill(0)
         for dst, src in fills:
             np.copyto(dst, src)
         np.einsum("nhijqx,ijqx->nhx", windows, tiled, out=acc)
 
     return run
+
+
+def _band_margins(hw: Sequence[int], band: np.ndarray, origin: tuple[int, int]
+                  ) -> list[np.ndarray]:
+    """The parts of an ``_einsum_band`` buffer (N, rows, stride_w, columns, C) that no input
+    value is copied to (its zero padding; ``origin``: the input row and column of phase 0's
+    first value): they alone are zeroed at each run, not the whole band, unless they are most
+    of it (ZERO_MARGINS, MARGIN_SHARE)."""
+    _, rows, sw, cols, _ = band.shape
+    r0, r1 = _span(hw[0], rows, origin[0], 1)
+    views = [band[:, :r0], band[:, r1:]]
+    for q in range(sw):
+        c0, c1 = _span(hw[1], cols, origin[1] + q, sw)
+        views += [band[:, r0:r1, q, :c0], band[:, r0:r1, q, c1:]]
+    views = [v for v in views if v.size]
+    whole = not ZERO_MARGINS or sum(v.size for v in views) > MARGIN_SHARE * band.size
+    return [band] if whole else views
 
 
 def _depthwise_dense(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
@@ -625,16 +654,21 @@ def _phase_fill(x: np.ndarray, plane: np.ndarray, origin: tuple[int, int],
                 stride: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
     """(region of ``plane``, view of ``x``) to copy so that plane[a, b] = x[a * sh + origin_h,
     b * sw + origin_w] wherever that is inside ``x`` (the rest stays zero padding)."""
-    dst: list[slice] = []
-    src: list[slice] = []
-    for size, limit, o, s in zip(x.shape[-2:], plane.shape[-2:], origin, stride, strict=True):
-        first = max(0, -(o // s))  # first plane index reading x at >= 0
-        end = min(limit, (size - o + s - 1) // s)  # one past the last reading x at < size
-        if end <= first:  # the plane holds padding only
-            return plane[..., :0, :0], x[..., :0, :0]
-        dst.append(slice(first, end))
-        src.append(slice(first * s + o, (end - 1) * s + o + 1, s))
+    spans = [_span(*args) for args in zip(x.shape[-2:], plane.shape[-2:], origin, stride,
+                                          strict=True)]
+    if any(first == end for first, end in spans):  # the plane holds padding only
+        return plane[..., :0, :0], x[..., :0, :0]
+    dst = tuple(slice(first, end) for first, end in spans)
+    src = tuple(slice(first * s + o, (end - 1) * s + o + 1, s)
+                for (first, end), o, s in zip(spans, origin, stride, strict=True))
     return plane[(..., *dst)], x[(..., *src)]
+
+
+def _span(size: int, limit: int, origin: int, stride: int) -> tuple[int, int]:
+    """(first, end): the indices a < ``limit`` of a phase plane's axis whose a * stride +
+    origin falls inside an input axis of ``size`` (first == end: none do)."""
+    first = min(limit, max(0, -(origin // stride)))
+    return first, max(first, min(limit, (size - origin + stride - 1) // stride))
 
 
 def column_source(x: np.ndarray, win: _Window, pads: tuple[tuple[int, int], ...] | None,

@@ -255,6 +255,28 @@ def test_channels_last_einsum_bands() -> None:
     assert budgeted.channels_last and budgeted.tile < banded.tile and budgeted.nbytes <= 100_000
 
 
+
+@pytest.mark.parametrize("hw, stride, margins", [((50, 50), 2, True), ((24, 24), 1, True),
+                                                 ((3, 3), 1, False), ((3, 4), 2, False)])
+def test_band_margins_are_the_padding(hw: tuple[int, int], stride: int, margins: bool) -> None:
+    """The parts of a channels-last einsum band zeroed at each run (``_band_margins``) and the
+    input's copies cover the band, so a NaN-filled band holds no NaN after both; over a large
+    map the margins alone are zeroed, over a small one (mostly padding) the whole band."""
+    x = np.ones((1, 4, *hw), np.float32)
+    win = nn._Window((3, 3), (stride, stride), (1, 1), (1, 1),
+                     tuple((size - 1) // stride + 1 for size in hw))
+    band = np.full(nn._column_phases(1, 4, win), np.nan, np.float32)
+    views = nn._band_margins(hw, band, (-1, -1))
+    for view in views:
+        view.fill(0)
+    for q in range(stride):
+        dst, src = nn._phase_fill(x, band[:, :, q].transpose(0, 3, 1, 2), (-1, q - 1),
+                                  (1, stride))
+        np.copyto(dst, src)
+    assert not np.isnan(band).any()
+    assert (sum(v.size for v in views) < band.size) is margins
+    assert band.sum() == x.sum()  # each input value copied once, the rest zeros
+
 _GATHERS = {  # name -> (view of a (2, 3, 40) array, whether it copies as pairs)
     "even-columns": (lambda a: a[..., ::2], True),
     "rows-odd-columns": (lambda a: a[:, :2, 1::2], True),
