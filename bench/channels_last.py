@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from runtime_py.kernels import KERNELS  # noqa: E402
+from runtime_py.kernels.nn import stored_channels_last  # noqa: E402
 from runtime_py.threads import set_blas_threads  # noqa: E402
 
 # name -> (input shape, weight shape, stride, input channels-last, out channels-last)
@@ -45,11 +46,6 @@ LAYERS = {
     "project 384 -> 64 over 6 x 6": ((1, 384, 6, 6), (64, 384, 1, 1), 1, True, False),
     "depthwise 576 x 6 x 6 s2": ((1, 576, 6, 6), (576, 1, 3, 3), 2, True, True),
 }
-
-
-def stored_channels_last(a: np.ndarray) -> np.ndarray:
-    """``a`` (N, C, H, W) as a view of a channels-last (N, H, W, C) copy."""
-    return np.ascontiguousarray(a.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
 
 
 def bound(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, stride: int,

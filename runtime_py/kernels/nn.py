@@ -629,6 +629,12 @@ def channels_last(a: np.ndarray) -> bool:
             and not a.flags.c_contiguous)
 
 
+def stored_channels_last(a: np.ndarray) -> np.ndarray:
+    """``a`` (N, C, H, W) as a view of a channels-last (N, H, W, C) copy (the layout of the
+    channels_last pass's maps; ``channels_last`` is true of it)."""
+    return np.ascontiguousarray(a.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+
+
 def last_rows(a: np.ndarray) -> np.ndarray:
     """The (N, H, W x C) view of a channels-last (N, C, H, W) array's storage."""
     n, c, h, w = a.shape

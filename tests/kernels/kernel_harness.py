@@ -50,12 +50,6 @@ def kernel_args(out_op: torch._ops.OpOverload, kwargs: dict[str, Any]) -> dict[s
     return {k: to_kernel_arg(v) for k, v in kwargs.items() if k in taken}
 
 
-def stored_channels_last(a: np.ndarray) -> np.ndarray:
-    """``a`` (N, C, H, W) as a view of a channels-last (N, H, W, C) copy (the layout of the
-    channels_last pass's maps)."""
-    return np.ascontiguousarray(a.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
-
-
 def with_layout(t: torch.Tensor, layout: str) -> torch.Tensor:
     """The same values as ``t`` in a contiguous, transposed or strided (sliced) layout."""
     if layout == "contiguous" or t.ndim == 0:

@@ -13,13 +13,13 @@ from kernel_harness import (
     coarse,
     out_variant,
     random,
-    stored_channels_last,
     to_kernel_arg,
     with_layout,
 )
 
 from runtime_py.kernels import KERNELS
 from runtime_py.kernels._common import TILED_ELEMENTS, out_shaped
+from runtime_py.kernels.nn import stored_channels_last
 from toolchain.export.out_variant import canonical_name
 
 aten = torch.ops.aten

@@ -20,7 +20,6 @@ from kernel_harness import (
     planned_scratch,
     random,
     run_kernel,
-    stored_channels_last,
     to_kernel_arg,
     with_layout,
 )
@@ -28,7 +27,7 @@ from kernel_harness import (
 from runtime_py import kernels
 from runtime_py.kernels import KERNELS, nn
 from runtime_py.kernels._common import _pairs, gather_copier
-from runtime_py.kernels.nn import _conv_plan, _ConvPlan, conv_shape
+from runtime_py.kernels.nn import _conv_plan, _ConvPlan, conv_shape, stored_channels_last
 
 aten = torch.ops.aten
 CONV_TOL = {"rtol": 1e-4, "atol": 1e-5}
