@@ -75,7 +75,7 @@ class Call:
 # row-major (the same bytes: such a map is the one view of its storage, ``loader.layout_views``):
 # with the SkylakeX kernels the 1x1 convolutions' products in the orientations channels-last
 # maps need took 1.3-1.6x their time (2.2x over 9 positions) and mobilenet_v2 1.15x, with the
-# Haswell kernels it gains (README, "Channels-last feature maps"). None: ask the BLAS.
+# Haswell kernels it gains (docs/cpu-speed.md, "Channels-last feature maps"). None: ask the BLAS.
 CHANNELS_LAST: bool | None = None
 
 

@@ -2,7 +2,7 @@
 
 Which engine runs a partition fastest depends on the partition and the machine: on one x86
 machine OpenVINO ran resnet18's XNNPACK partition 1.13-1.21x faster than LiteRT, and LiteRT ran
-the small models 1.1-3.5x faster than OpenVINO (README, "XNNPACK CPU delegate"). ``Fastest``
+the small models 1.1-3.5x faster than OpenVINO (docs/cpu-speed.md). ``Fastest``
 prepares each partition with every one of its engines and times them at load, in turns: BLOCK
 runs of one engine at a time (the first of each untimed: it pays for the other engine's
 threads, which may still be spinning), the engines' order alternating, for at least ``rounds``

@@ -91,7 +91,7 @@ SHORT_ROW, MIN_ROWS = 160, 32
 # us, 48 x 48 x 16 73 -> 8.1, 24 x 24 x 72 31 -> 7.6, 24 x 24 x 16 19 -> 3.7, 12 x 12 x 120 9.1
 # -> 3.8, 6 x 6 x 96 3.1 -> 2.2 (the outer product above, out-sized: 1.1-2.2x the tiled time).
 # Whole models (``bench/choices.py --choice leading-tiles``): efficientnet_b0 0.986,
-# mobilenet_v3_large 0.995 (README, "Matrix-vector convolutions, gates over channels-last
+# mobilenet_v3_large 0.995 (docs/cpu-speed.md, "Matrix-vector convolutions, gates over channels-last
 # maps").
 LEADING_TILES = True
 

@@ -235,8 +235,8 @@ MARGIN_SHARE = 0.5
 # A convolution over at most VECTOR_POSITIONS output positions per image (a squeeze-excite
 # block's, over a 1 x 1 map) multiplies its weight by a vector. Its bias is one add over the
 # few outputs, not a ones row copied under the input (BIAS_IN_PRODUCT): whole models, on / off
-# (``bench/choices.py --choice vector-bias``, 6 rounds of 60 pairs, the Zen 3 machine of the
-# README) mobilenet_v3_large 0.971, mobilenet_v3_small and efficientnet_b0 0.988. BLAS's
+# (``bench/choices.py --choice vector-bias``, 6 rounds of 60 pairs, the Zen 3 machine of
+# docs/cpu-speed.md) mobilenet_v3_large 0.971, mobilenet_v3_small and efficientnet_b0 0.988. BLAS's
 # matrix-vector product reads the weight once, in order; whether the dot before it
 # (``prefetches``) still pays depends on the machine (PREFETCH_VECTORS).
 VECTOR_POSITIONS = 1
