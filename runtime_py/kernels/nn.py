@@ -226,7 +226,7 @@ CHANNELS_LAST_BIAS = True
 # whole band (``_band_margins``; the input's copies overwrite the rest), unless the padding is
 # more than MARGIN_SHARE of it (small maps: then one fill is cheaper than several). Alone, 1
 # thread, margins / whole band (9 rounds): stride-2 layers of mobilenet_v2 0.92-0.95x, its
-# stride-1 ones 0.96-1.0x. Whole models, on / off (``bench/choices.py --choice zero-margins``,
+# stride-1 ones 0.95-1.01x. Whole models, on / off (``bench/choices.py --choice zero-margins``,
 # 6 rounds of 60 pairs, the Zen 3 machine): mobilenet_v2 0.992, efficientnet_b0 0.993,
 # mobilenet_v3_small 0.995; the same bits.
 ZERO_MARGINS = True
