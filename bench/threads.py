@@ -13,10 +13,11 @@ time of each and, per block, the ratios of the medians 2-thread/1-thread (median
 over blocks; > 1: 2 threads slower) for the governed and the fixed program, and the governor's
 choice at the end. The issue's target: governed 2-thread/1-thread <= 1.2 at every load.
 The machine here has 2 cores, shared with other work: absolute times move between runs.
-``--board rpi5`` exports for that board's recipe (its XNNPACK delegate: LiteRT's interpreters get
-the program's thread count for XNNPACK's own pool, which the governor does not switch; it
-switches the BLAS threads of calls left on the numpy kernels); with ``--openvino`` OpenVINO runs
-those partitions instead (its threads fixed at load likewise).
+``--board rpi5`` exports for that board's recipe (its XNNPACK delegate: LiteRT makes each
+partition's interpreter, whose XNNPACK pool is fixed when it is made, for 1 thread and for 2,
+and the governor switches between them as it switches the BLAS threads of calls left on the
+numpy kernels; "2 fixed" always runs the 2-thread one); with ``--openvino`` OpenVINO runs those
+partitions instead (compiled for each count likewise).
 """
 
 from __future__ import annotations

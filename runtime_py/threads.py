@@ -10,7 +10,9 @@ run times it measures, so a loaded device falls back to 1 thread and an idle one
 
 The setting is the process's (BLAS libraries have one): each run sets it when it differs from
 the last value the runtime set, and leaves it set (threadpoolctl finds the BLAS libraries numpy
-loaded; ``threadpoolctl.threadpool_limits`` sets it for other code).
+loaded; ``threadpoolctl.threadpool_limits`` sets it for other code). A delegate engine whose
+threads are fixed when it is made (LiteRT's, OpenVINO's) follows the same choice through one
+instance per count (``per_count``).
 """
 
 from __future__ import annotations
@@ -37,6 +39,21 @@ def set_blas_threads(threads: int) -> None:
         if lib is not None:
             lib.set_num_threads(threads)
     _current[0] = threads
+
+
+def per_count(most: int, make: Callable[[int], Callable[[], None]]) -> Callable[[], None]:
+    """The run of a delegate engine whose thread count is fixed when it is made (LiteRT's
+    XNNPACK pool, OpenVINO's): made by ``make`` for 1 and for ``most`` threads if ``most`` > 1
+    (the counts a ``Governor`` switches between), each run calling the one of the count the
+    program's policy set for it (``set_blas_threads``, right before the run)."""
+    if most <= 1:
+        return make(1)
+    one, many = make(1), make(most)
+
+    def run() -> None:
+        (one if _current[0] == 1 else many)()
+
+    return run
 
 
 class Fixed:

@@ -155,17 +155,19 @@ class _Recording(OpenVino):
         return Core()
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-def test_the_compiled_model_computes_in_float32_with_the_programs_threads(tmp_path, threads):
+@pytest.mark.parametrize(("threads", "counts"), [(1, [1]), (2, [1, 2])])
+def test_the_compiled_model_computes_in_float32_with_the_programs_threads(tmp_path, threads,
+                                                                          counts):
+    """One compiled model per count the program's governor switches between."""
     import openvino as ov
 
     _, _, _, path = _bundle(tmp_path, "cnn")
     backend = _Recording()
     Program.load(path, {"xnnpack": backend}, threads=threads)
-    (compiled,) = backend.compiled
-    assert compiled.get_property("INFERENCE_PRECISION_HINT") == ov.Type.f32
-    assert compiled.get_property("INFERENCE_NUM_THREADS") == threads
-    assert compiled.get_property("ENABLE_CPU_PINNING") is False
+    assert [c.get_property("INFERENCE_NUM_THREADS") for c in backend.compiled] == counts
+    for compiled in backend.compiled:
+        assert compiled.get_property("INFERENCE_PRECISION_HINT") == ov.Type.f32
+        assert compiled.get_property("ENABLE_CPU_PINNING") is False
 
 
 def test_nee_run_switch_without_openvino_is_a_usage_error(tmp_path, monkeypatch) -> None:

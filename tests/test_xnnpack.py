@@ -19,6 +19,7 @@ from runtime_py.backends import Cpu
 from runtime_py.errors import BundleError, MissingBackendError
 from runtime_py.loader import load_bundle
 from runtime_py.program import Program
+from runtime_py.threads import Fixed
 from tests.conftest import load_example
 from tests.test_loader_errors import _repack
 from toolchain.boards import load_board
@@ -183,6 +184,34 @@ def test_litert_gets_the_programs_threads(tmp_path) -> None:
     _, _, _, path = _bundle(tmp_path, "mlp")
     assert Program.load(path).partitions[0].threads == BOARD.threads  # the recipe's
     assert Program.load(path, threads=1).partitions[0].threads == 1
+
+
+def test_each_run_invokes_the_interpreter_of_its_thread_count(tmp_path, monkeypatch) -> None:
+    """With more than 1 thread, one interpreter per count the governor switches between
+    (XNNPACK's pool is fixed when one is made): after a run, the interpreter of the run's count
+    holds its output, the other one an earlier output."""
+    from ai_edge_litert import interpreter as litert
+
+    made: list[tuple[int, litert.Interpreter]] = []
+
+    class Recording(litert.Interpreter):
+        def __init__(self, *args, num_threads: int, **kwargs) -> None:
+            super().__init__(*args, num_threads=num_threads, **kwargs)
+            made.append((num_threads, self))
+
+    monkeypatch.setattr(litert, "Interpreter", Recording)
+    _, inputs, _, path = _bundle(tmp_path, "mlp")
+    Program.load(path, threads=1)
+    assert [n for n, _ in made] == [1]
+    made.clear()
+    program = Program.load(path, threads=2)
+    assert [n for n, _ in made] == [1, 2]
+    for count in (1, 2, 1):
+        program.thread_policy = Fixed(count)
+        (out,) = program.run(*[t.numpy() + count for t in inputs])
+        for n, interpreter in made:
+            held = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
+            assert np.array_equal(held, out) == (n == count), (count, n)
 
 
 def forged(path: Path, change: Callable[[bytearray], None]) -> Path:

@@ -10,11 +10,12 @@ both): on one x86 machine OpenVINO ran resnet18 faster than LiteRT and small mod
 At load the payload is parsed by OpenVINO's TFLite frontend (from a temporary ``.tflite`` file:
 that frontend reads only named files), its tensors are checked against the caller's
 ``max_arena_bytes``, and it is compiled for float32 arithmetic (OpenVINO would otherwise pick
-bfloat16 or float16 where the CPU has them) with the program's threads and no core pinning; the
-partition's arena views are bound as its input and output tensors, so a run copies nothing, and
-it is run once. Only float partitions: OpenVINO's int8 arithmetic is not TFLite's (its rounding
-differs), so a partition with quantized tensors is refused at load. Needs ``pip install
-'nee[openvino]'``.
+bfloat16 or float16 where the CPU has them) with the program's threads (where that is more than
+1, a second time with 1 thread: the program's governor switches between the two) and no core
+pinning; the partition's arena views are bound as its input and output tensors, so a run copies
+nothing, and it is run once. Only float partitions: OpenVINO's int8 arithmetic is not TFLite's
+(its rounding differs), so a partition with quantized tensors is refused at load. Needs ``pip
+install 'nee[openvino]'``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import numpy as np
 from runtime_py.backends.tflite_io import check_io, check_memory, refused
 from runtime_py.errors import BundleError
 from runtime_py.kernels import Bound
+from runtime_py.threads import per_count
 
 if TYPE_CHECKING:
     from runtime_py.backends import Partition
@@ -53,9 +55,8 @@ class OpenVino:
     def prepare(self, partition: Partition) -> Bound:
         """The compiled partition bound to its arena views, run once (a payload OpenVINO
         refuses or cannot run, quantized tensors, or tensors over the caller's memory limit
-        are a BundleError here, not at a run)."""
-        import openvino as ov
-
+        are a BundleError here, not at a run); with more than 1 thread, compiled once per
+        count the program's governor switches between (``per_count``)."""
         where = f"partition {partition.index} ({partition.backend})"
         if partition.specs.get("format") != "tflite":
             raise BundleError(f"{where} specs", "format 'tflite'",
@@ -64,9 +65,20 @@ class OpenVino:
         try:
             model = _read(self.core, partition.payload.get("model"))
             _check_model(where, model, partition)
-            compiled = self.core.compile_model(model, "CPU", _config(partition.threads))
-            request = compiled.create_infer_request()
             _check_contiguous(where, partition)
+        except (TypeError, ValueError, RuntimeError) as e:
+            raise refused(where, ENGINE, e) from e
+        return per_count(partition.threads,
+                         functools.partial(self._compiled_run, where, model, partition))
+
+    def _compiled_run(self, where: str, model: Any, partition: Partition, threads: int
+                      ) -> Bound:
+        """``prepare``'s run with ``threads`` threads."""
+        import openvino as ov
+
+        try:
+            compiled = self.core.compile_model(model, "CPU", _config(threads))
+            request = compiled.create_infer_request()
             for k, view in enumerate(partition.inputs):
                 request.set_input_tensor(k, ov.Tensor(view, shared_memory=True))
             for k, view in enumerate(partition.outputs):
