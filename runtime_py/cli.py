@@ -69,8 +69,9 @@ def _in_existing_folder(ctx: click.Context, param: click.Parameter,
 @click.option("--max-new-tokens", default=32, show_default=True, type=click.IntRange(min=1),
               help="Tokens to generate with --generate.")
 @click.option("--threads", type=click.IntRange(min=1),
-              help="BLAS threads at most (default: the board recipe's, else 1); with more than "
-                   "1 a run falls back to 1 thread while that is faster.")
+              help="Threads at most, BLAS's and the XNNPACK delegate's (default: the board "
+                   "recipe's, else 1); with more than 1 a run falls back to 1 thread while that "
+                   "is faster.")
 @click.option("--engine", type=click.Choice(XNNPACK_ENGINES), default="litert", show_default=True,
               help="What runs the XNNPACK delegate's partitions: LiteRT, OpenVINO (float "
                    "partitions; pip install 'nee[openvino]'), or the faster of the two on each "

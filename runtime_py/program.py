@@ -177,9 +177,9 @@ class Program:
         ``runtime_py.backends.BACKENDS`` by name (e.g. an Ethos-U with a device driver);
         ``verify_segments=False`` skips the weights' CRC-32s and ``max_arena_bytes`` bounds
         the arenas (see ``load_bundle``) and what a delegate backend allocates per partition
-        (LiteRT's tensors); ``threads`` caps the BLAS threads of a run (default:
-        the board recipe's, else 1; with more than 1 the runtime falls back to 1 while that
-        runs faster, see ``runtime_py.threads``)."""
+        (LiteRT's tensors); ``threads`` caps the threads of a run, BLAS's and the XNNPACK
+        delegate's engine's (default: the board recipe's, else 1; with more than 1 the runtime
+        falls back to 1 while that runs faster, see ``runtime_py.threads``)."""
         if threads is not None and threads < 1:
             raise InputError("threads", "at least 1", str(threads), "pass threads=1 or more")
         return cls(load_bundle(path, verify_segments=verify_segments,
