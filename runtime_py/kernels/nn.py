@@ -198,11 +198,6 @@ EINSUM_POSITIONS = 0.5
 # mobilenet_v3_small. Whole models (``bench/choices.py --choice dense-depthwise``, 6 rounds):
 # mobilenet_v3_large 0.988, efficientnet_b0 0.990, mobilenet_v3_small 0.979-0.991, mnasnet
 # 0.994, mobilenet_v2 0.999; mobilenet_v3_small's two 576-channel layers 0.76x in the model.
-# Over channels-last maps too, reading and writing their storage (until 2026-12-08 the
-# channels-last einsum took those): alone, against that einsum, 0.78x for 3 x 3 over 3 x 3
-# (960-1280 channels), 0.42-0.61x for 5 x 5 over 3 x 3 (48-576); whole models (10 rounds of
-# 100 pairs, twice): mobilenet_v2 0.995 / 0.997, mobilenet_v3_small 0.986 / 0.991,
-# efficientnet_b0 0.989 / 0.989, mobilenet_v3_large 0.990 / 0.985, mnasnet 0.985 / 0.991.
 DENSE_POSITIONS = 1.0
 DENSE_BYTES = 512 * 1024
 DENSE_DEPTHWISE = True
@@ -287,14 +282,12 @@ def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: IntLi
     im2col columns cover as many output rows as fit (at least one) instead of all of them.
     With a ``bias``, an ungrouped convolution adds it in its product (BIAS_IN_PRODUCT).
     A stride-1 convolution as wide as its input copies its columns from a flat copy of the input
-    (FLAT_COLUMNS). Depthwise convolution is one einsum over a dense weight matrix where its
-    input is small (DENSE_DEPTHWISE), else one over channels-last copies where it has
+    (FLAT_COLUMNS). Depthwise convolution is one einsum over channels-last copies where it has
     few positions per channel and tap (EINSUM_POSITIONS), else (or if those do not fit the
     budget) works on as many channels at a time as fit in the budget and in
     DEPTHWISE_BLOCK_BYTES (at least one). ``layout``: whether the input and out are stored
-    channels-last (``channels_last``); then depthwise convolution is the dense einsum where it
-    qualifies, else the channels-last einsum at any size, and the products of the others write
-    out as (positions, channels)."""
+    channels-last (``channels_last``); then depthwise convolution is the channels-last einsum
+    at any size, and the products of the others write out as (positions, channels)."""
     if len(w_shape) == 3:
         x_shape, w_shape = (*x_shape[:2], 1, x_shape[2]), (*w_shape[:2], 1, w_shape[2])
         stride, padding, dilation = ((first, *expand_param(v, 1)) for first, v in
@@ -313,12 +306,6 @@ def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: IntLi
     tile = out_hw[0]
     if depthwise:
         q, p = math.prod(hw), math.prod(out_hw)
-        if DENSE_DEPTHWISE and q <= DENSE_POSITIONS * kh * kw and p * q * c * 4 <= DENSE_BYTES:
-            plan = _ConvPlan(win, out_shape, pads, None if layout[0] else (n, q, c),
-                             None if layout[1] else (n, p, c), depthwise=True, tile=c,
-                             dense=True, out_last=layout[1])
-            if budget is None or plan.nbytes <= budget:
-                return plan
         if any(layout) and dilation[1] == 1:
             acc = None if layout[1] else (n, out_hw[0], out_hw[1] * c)
             room = DEPTHWISE_BLOCK_BYTES if budget is None else budget - (
@@ -327,6 +314,11 @@ def _conv_plan(x_shape: tuple[int, ...], w_shape: tuple[int, ...], stride: IntLi
             plan = _ConvPlan(win, out_shape, pads, _column_phases(n, c, win, rows), acc,
                              depthwise=True, tile=rows, channels_last=True,
                              out_last=layout[1])
+            if budget is None or plan.nbytes <= budget:
+                return plan
+        if DENSE_DEPTHWISE and q <= DENSE_POSITIONS * kh * kw and p * q * c * 4 <= DENSE_BYTES:
+            plan = _ConvPlan(win, out_shape, pads, (n, q, c), (n, p, c), depthwise=True, tile=c,
+                             dense=True)
             if budget is None or plan.nbytes <= budget:
                 return plan
         if n * p <= EINSUM_POSITIONS * c * kh * kw and dilation[1] == 1:
@@ -597,20 +589,13 @@ def _band_margins(hw: Sequence[int], band: np.ndarray, origin: tuple[int, int]
 def _depthwise_dense(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
                      plan: _ConvPlan, scratch: np.ndarray | None, out: np.ndarray) -> Bound:
     """out[n, c, o] = sum over input positions q of M[o, q, c] * x[n, c, q] (plus the bias),
-    as one einsum over channels-last copies, or over x's and out's own storage where they are
-    stored channels-last (no ``padded`` copy, no ``work`` accumulator); M
-    (``_dense_weights``) is made here, once."""
+    as one einsum over channels-last copies; M (``_dense_weights``) is made here, once."""
     ws = Workspace(scratch)
+    xs, acc = ws.take(plan.padded, out.dtype), ws.take(plan.work, out.dtype)
     n, c, h, w = x.shape
-    if plan.padded is None:
-        xs, fill = last_rows(x).reshape((n, h * w, c), copy=False), _nothing
-    else:
-        xs = ws.take(plan.padded, out.dtype)
-        fill = copier(xs.reshape(n, h, w, c), x.transpose(0, 2, 3, 1))
-    acc = last_rows(out).reshape((n, -1, c), copy=False) if plan.out_last else ws.take(
-        plan.work, out.dtype)
     weights = _dense_weights(weight, plan.win, (h, w))
-    finish = _from_channels_last(acc, bias, out, plan.out_last)
+    fill = copier(xs.reshape(n, h, w, c), x.transpose(0, 2, 3, 1))
+    finish = _from_channels_last(acc, bias, out)
 
     def run() -> None:
         fill()
