@@ -254,7 +254,6 @@ def test_channels_last_einsum_bands() -> None:
     assert budgeted.channels_last and budgeted.tile < banded.tile and budgeted.nbytes <= 100_000
 
 
-
 @pytest.mark.parametrize("hw, stride, margins", [((50, 50), 2, True), ((24, 24), 1, True),
                                                  ((3, 3), 1, False), ((3, 4), 2, False)])
 def test_band_margins_are_the_padding(hw: tuple[int, int], stride: int, margins: bool) -> None:
@@ -275,6 +274,7 @@ def test_band_margins_are_the_padding(hw: tuple[int, int], stride: int, margins:
     assert not np.isnan(band).any()
     assert (sum(v.size for v in views) < band.size) is margins
     assert band.sum() == x.sum()  # each input value copied once, the rest zeros
+
 
 _GATHERS = {  # name -> (view of a (2, 3, 40) array, whether it copies as pairs)
     "even-columns": (lambda a: a[..., ::2], True),
